@@ -1,0 +1,33 @@
+# Two commands do all set-up on a fresh machine (python3, make, root):
+#   make demo   runs the main job on the built-in simulated cluster
+#   make test   runs lint, types and every test tier (installs what the netns tier needs when root)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint types unit system-deps clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/cluster inventory check
+
+system-deps:
+	bash .ci/system-deps.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check orchestrator tests bench
+	$(VENV)/bin/ruff format --check orchestrator tests bench
+
+types: $(STAMP)
+	$(VENV)/bin/mypy
+
+test: system-deps lint types
+	$(PY) -m pytest -ra -q
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,22 @@
+"""Shared output helpers for the CLI: rich for people, one JSON document for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def print_json(payload: Any) -> None:
+    """Print one JSON document on stdout (models are dumped in JSON mode)."""
+    if isinstance(payload, BaseModel):
+        payload = payload.model_dump(mode="json")
+    elif isinstance(payload, list):
+        payload = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in payload]
+    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")

@@ -1,0 +1,184 @@
+"""The whole error tree of `cluster`, caught once at the CLI.
+
+Every error carries what happened, where (file, node, rank, run) and what to do, and maps to
+one exit code from `ExitCode`. The CLI prints `str(error)` as one line; nothing else prints
+tracebacks. Anything that is not a `ClusterError` is a bug: the CLI writes a crash file.
+
+    ClusterError
+    ├── ConfigError                      exit 2: usage or configuration
+    │   ├── InventoryError               file, host, key
+    │   └── RecipeError                  file, key
+    ├── NodeError                        exit 3: a node could not be asked
+    │   ├── NodeUnreachable              refused, timeout, no route, name not known, dropped
+    │   ├── HostKeyError                 unknown or changed host key
+    │   ├── AuthError                    the node refused our credentials
+    │   ├── CommandFailed                non-zero exit, with argv and output tails
+    │   ├── CommandTimeout               no exit in time; keeps the output that arrived
+    │   └── ProbeParseError              a probe's output did not parse
+    ├── UnhealthyCluster                 exit 3: one or more nodes failed a check
+    ├── PreflightRefused                 exit 4: a doomed boot refused before touching anything
+    ├── ImageError                       exit 5: image distribution or exec-readiness failed
+    ├── BootFailed                       exit 6: a rank exited or the barrier was missed
+    └── RunStoreError                    exit 8: run directory missing, corrupt or locked
+        └── RunLocked                    another live supervisor writes this run
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes; `docs/exit-codes.md` is the table for people."""
+
+    OK = 0
+    INTERNAL = 1
+    CONFIG = 2
+    UNHEALTHY = 3
+    PREFLIGHT_REFUSED = 4
+    IMAGE_FAILED = 5
+    BOOT_FAILED = 6
+    RUN_STORE = 8
+    INTERRUPTED = 130
+
+
+class ClusterError(Exception):
+    """Base of every expected failure: `what` happened at `where`; `hint` says what to do."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, what: str, *, where: str = "", hint: str = "") -> None:
+        self.what = what
+        self.where = where
+        self.hint = hint
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        parts = [f"{self.where}: {self.what}" if self.where else self.what]
+        if self.hint:
+            parts.append(self.hint)
+        return " — ".join(parts)
+
+
+class ConfigError(ClusterError):
+    exit_code = ExitCode.CONFIG
+
+
+class InventoryError(ConfigError):
+    """A bad inventory: `where` is `file[:host][:key]`."""
+
+
+class RecipeError(ConfigError):
+    """A bad recipe: `where` is `file[:key]`."""
+
+
+class NodeError(ClusterError):
+    """A node could not answer; `node` names it (the inventory host name)."""
+
+    exit_code = ExitCode.UNHEALTHY
+
+    def __init__(self, what: str, *, node: str, hint: str = "") -> None:
+        self.node = node
+        super().__init__(what, where=f"node {node}", hint=hint)
+
+
+class NodeUnreachable(NodeError):
+    """Connecting failed. `reason` is one of: refused, timeout, no-route, dns, dropped, closed."""
+
+    def __init__(self, what: str, *, node: str, reason: str, hint: str = "") -> None:
+        self.reason = reason
+        super().__init__(what, node=node, hint=hint)
+
+
+class HostKeyError(NodeError):
+    """The node's host key is unknown or differs from the known_hosts file we trust."""
+
+    def __init__(self, what: str, *, node: str, known_hosts: str, hint: str = "") -> None:
+        self.known_hosts = known_hosts
+        super().__init__(what, node=node, hint=hint)
+
+
+class AuthError(NodeError):
+    """The node refused our user or key."""
+
+
+def tail(text: str, lines: int = 20) -> str:
+    """The last `lines` lines of `text`: what an error shows of a command's output."""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class CommandFailed(NodeError):
+    """A command exited non-zero. Carries the evidence: argv, exit status, output tails."""
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        argv: list[str],
+        exit_status: int | None,
+        stdout: str = "",
+        stderr: str = "",
+        hint: str = "",
+    ) -> None:
+        self.argv = argv
+        self.exit_status = exit_status
+        self.stdout_tail = tail(stdout)
+        self.stderr_tail = tail(stderr)
+        last = (self.stderr_tail or self.stdout_tail).splitlines()[-1:] or [""]
+        what = f"`{' '.join(argv)}` exited {exit_status}" + (f": {last[0]}" if last[0] else "")
+        super().__init__(what, node=node, hint=hint)
+
+
+class CommandTimeout(NodeError):
+    """A command ran past its deadline. The output received until then is kept."""
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        argv: list[str],
+        timeout_s: float,
+        stdout: str = "",
+        stderr: str = "",
+    ) -> None:
+        self.argv = argv
+        self.timeout_s = timeout_s
+        self.stdout = stdout
+        self.stderr = stderr
+        super().__init__(
+            f"`{' '.join(argv)}` did not finish within {timeout_s:g} s",
+            node=node,
+            hint="the output received so far is kept with the error",
+        )
+
+
+class ProbeParseError(NodeError):
+    """A probe's output did not have the expected shape."""
+
+    def __init__(self, what: str, *, probe: str, node: str = "?") -> None:
+        self.probe = probe
+        super().__init__(f"probe {probe}: {what}", node=node)
+
+
+class UnhealthyCluster(ClusterError):
+    exit_code = ExitCode.UNHEALTHY
+
+
+class PreflightRefused(ClusterError):
+    exit_code = ExitCode.PREFLIGHT_REFUSED
+
+
+class ImageError(ClusterError):
+    exit_code = ExitCode.IMAGE_FAILED
+
+
+class BootFailed(ClusterError):
+    exit_code = ExitCode.BOOT_FAILED
+
+
+class RunStoreError(ClusterError):
+    exit_code = ExitCode.RUN_STORE
+
+
+class RunLocked(RunStoreError):
+    """Another supervisor holds this run's lock and its heartbeat is fresh."""
