@@ -47,10 +47,13 @@ class ClusterError(Exception):
 
     exit_code: ExitCode = ExitCode.INTERNAL
 
-    def __init__(self, what: str, *, where: str = "", hint: str = "") -> None:
+    def __init__(
+        self, what: str, *, where: str = "", hint: str = "", more: tuple[str, ...] = ()
+    ) -> None:
         self.what = what
         self.where = where
         self.hint = hint
+        self.more = more
         super().__init__(self.line())
 
     def line(self) -> str:
@@ -58,6 +61,10 @@ class ClusterError(Exception):
         if self.hint:
             parts.append(self.hint)
         return " — ".join(parts)
+
+    def lines(self) -> list[str]:
+        """The line, then one line per further problem (a bad file can have several)."""
+        return [self.line(), *self.more]
 
 
 class ConfigError(ClusterError):

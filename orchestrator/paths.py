@@ -23,6 +23,6 @@ def builtin_simulated_inventory() -> Path:
 
 
 def state_dir() -> Path:
-    """`$XDG_STATE_HOME/cluster`, else `~/.local/state/cluster`: every terminal finds the same runs."""
+    """`$XDG_STATE_HOME/cluster`, else `~/.local/state/cluster`: every terminal finds them."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "cluster"

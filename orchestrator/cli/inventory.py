@@ -1,0 +1,155 @@
+"""`cluster inventory check | show`: what the inventory says, and what the nodes say back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from orchestrator.check import CheckReport, NodeCheck, check_inventory
+from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.errors import UnhealthyCluster
+from orchestrator.inventory import load_inventory, resolve_inventory_path
+from orchestrator.models.inventory import Inventory
+from orchestrator.transport import ConnectOptions
+
+app = typer.Typer(help="Read and check the inventory of nodes.", no_args_is_help=True)
+
+InventoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--inventory",
+        "-i",
+        help="Ansible YAML inventory (default: $CLUSTER_INVENTORY, else the built-in simulated "
+        "8-node cluster)",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
+
+
+def open_inventory(path: str | None, *, quiet: bool = False) -> Inventory:
+    """Resolve and load the inventory, saying in one line which one was chosen."""
+    resolved, note = resolve_inventory_path(path)
+    if not quiet:
+        err_console.print(f"[dim]{note}[/]", soft_wrap=True)
+    return load_inventory(resolved)
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.1f}"
+
+
+def _fabric(row: NodeCheck) -> str:
+    f = row.fabric
+    if f is None:
+        return "-"
+    if not f.present:
+        return f"{f.iface}: missing"
+    addr = ",".join(f.addresses) or "no address"
+    return f"{f.iface} {addr} mtu {f.mtu} {f.state}"
+
+
+def render_check(report: CheckReport) -> Table:
+    table = Table(title=f"inventory check: {report.inventory}", title_justify="left")
+    for col in ("rank", "node", "address", "status", "hostname", "arch", "kernel"):
+        table.add_column(col)
+    for col in ("MemTotal GiB", "MemFree GiB", "MemAvail GiB"):
+        table.add_column(col, justify="right")
+    for col in ("docker", "GPU", "fabric"):
+        table.add_column(col)
+    for row in report.nodes:
+        status = "[green]ok[/]" if row.healthy else f"[red]{row.reason or 'unhealthy'}[/]"
+        table.add_row(
+            str(row.rank),
+            row.node,
+            row.address,
+            status,
+            row.hostname or "-",
+            row.arch or "-",
+            row.kernel or "-",
+            _gib(row.mem_total),
+            _gib(row.mem_free),
+            _gib(row.mem_available),
+            row.docker_server or "-",
+            row.gpu or "-",
+            _fabric(row),
+        )
+    return table
+
+
+@app.command("check")
+def check(
+    inventory: InventoryOpt = None,
+    json_out: JsonOpt = False,
+    accept_new_host_keys: Annotated[
+        bool,
+        typer.Option(
+            "--accept-new-host-keys",
+            help="record host keys of nodes not yet in known_hosts (a changed key is still "
+            "refused)",
+        ),
+    ] = False,
+    connect_timeout: Annotated[
+        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake")
+    ] = 10.0,
+) -> None:
+    """Connect to every node in parallel; a row per node. Exit 0 only when all are healthy."""
+    inv = open_inventory(inventory, quiet=json_out)
+    options = ConnectOptions(
+        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys
+    )
+    report = asyncio.run(check_inventory(inv, options))
+    if json_out:
+        print_json(report.to_json())
+    else:
+        console.print(render_check(report))
+        for row in report.nodes:
+            for problem in row.problems:
+                err_console.print(f"[red]rank {row.rank} {row.node}:[/] {problem}", soft_wrap=True)
+    if not report.healthy:
+        bad = [f"{r.node} ({r.reason or 'unhealthy'})" for r in report.nodes if not r.healthy]
+        raise UnhealthyCluster(
+            f"{len(bad)} of {len(report.nodes)} nodes unhealthy: {', '.join(bad)}",
+            where=str(inv.path),
+            hint="fix the nodes named above and run the check again",
+        )
+
+
+def inventory_view(inv: Inventory) -> dict[str, Any]:
+    """The resolved inventory: per host, the merged variables as Ansible would see them."""
+    return {
+        "inventory": str(inv.path),
+        "sha256": inv.sha256,
+        "name": inv.name,
+        "connection": inv.connection.value,
+        "known_hosts": str(inv.known_hosts) if inv.known_hosts else None,
+        "runs_dir": str(inv.runs_dir) if inv.runs_dir else None,
+        "nodes": [n.model_dump(mode="json") for n in inv.nodes],
+    }
+
+
+@app.command("show")
+def show(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
+    """Print the validated inventory: nodes by rank with their resolved variables."""
+    inv = open_inventory(inventory, quiet=json_out)
+    if json_out:
+        print_json(inventory_view(inv))
+        return
+    table = Table(title=f"{inv.name} ({inv.connection.value}): {inv.path}", title_justify="left")
+    for col in ("rank", "node", "address", "user", "fabric", "mgmt", "ib_hca", "docker_host"):
+        table.add_column(col)
+    for n in inv.nodes:
+        table.add_row(
+            str(n.rank),
+            n.name,
+            f"{n.address}:{n.port}",
+            n.user,
+            n.fabric_iface,
+            n.mgmt_iface or "-",
+            ",".join(n.ib_hca) or "-",
+            n.docker_host or "-",
+        )
+    console.print(table)

@@ -1,0 +1,40 @@
+"""structlog, configured once: a console renderer for people, JSON lines for machines.
+
+Logs go to stderr so that `--json` documents on stdout stay clean. Logs are for people;
+events (the run store's events.jsonl) are for the program.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from enum import StrEnum
+
+import structlog
+
+
+class LogFormat(StrEnum):
+    console = "console"
+    json = "json"
+
+
+def configure_logging(fmt: LogFormat = LogFormat.console, *, verbose: bool = False) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING
+    renderer: structlog.types.Processor
+    if fmt is LogFormat.json:
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    # asyncssh logs every channel at INFO; keep it quiet unless asked.
+    logging.getLogger("asyncssh").setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -1,0 +1,309 @@
+"""Runs on disk: everything observed lands here first, so the postmortem works from this folder.
+
+    <runs>/<run-id>/                 0700; run id YYYYmmddTHHMMSSZ-<6 hex> (valid in container names)
+      manifest.json                  resolved recipe, inventory snapshot and its hash, plans, versions
+      events.jsonl                   append-only, one typed event per line
+      status.json                    the latest view, replaced atomically
+      lock.json                      the supervisor that writes this run, with a heartbeat
+      rank-<k>/                      per rank: preserved streams, inspect output, samples
+
+`<runs>` is the inventory's `cluster_runs_dir`, else `$XDG_STATE_HOME/cluster/runs`, so every
+terminal finds the same runs. Every writer goes through `redact`: secrets never reach the disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import socket
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.errors import RunLocked, RunStoreError
+from orchestrator.paths import state_dir
+
+RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
+SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
+REDACTED = "<redacted>"
+# A supervisor writes its heartbeat every HEARTBEAT_S; a lock older than STALE_S is dead.
+HEARTBEAT_S = 2.0
+STALE_S = 15.0
+
+
+# -- redaction ------------------------------------------------------------------------------
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME_RE.search(name))
+
+
+def redact(value: Any) -> Any:
+    """A copy of `value` with secrets replaced.
+
+    Mapping keys that name a secret (TOKEN, KEY, SECRET, PASSWORD) lose their value, and so do
+    `NAME=value` strings inside lists (the shape of `docker inspect`'s `Config.Env` and of
+    `docker run -e` arguments).
+    """
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if is_secret_name(str(k)) and _is_scalar(v) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact_assignment(v) if isinstance(v, str) else redact(v) for v in value]
+    return value
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, str | int | float | bool) or v is None
+
+
+def _redact_assignment(text: str) -> str:
+    name, sep, _ = text.partition("=")
+    if sep and name and " " not in name and is_secret_name(name):
+        return f"{name}={REDACTED}"
+    return text
+
+
+# -- run ids and folders --------------------------------------------------------------------
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+
+
+def default_runs_dir() -> Path:
+    return state_dir() / "runs"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _json(value: Any) -> str:
+    return json.dumps(redact(value), indent=2, default=str) + "\n"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory. Cheap to construct; every method touches the disk it names."""
+
+    id: str
+    dir: Path
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.dir / "manifest.json"
+
+    @property
+    def events_path(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def status_path(self) -> Path:
+        return self.dir / "status.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir / "lock.json"
+
+    def rank_dir(self, rank: int) -> Path:
+        path = self.dir / f"rank-{rank}"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
+
+    def write_manifest(self, manifest: Mapping[str, Any] | BaseModel) -> None:
+        atomic_write_text(self.manifest_path, _json(manifest))
+
+    def read_manifest(self) -> dict[str, Any]:
+        return _read_json(self.manifest_path)
+
+    def append_event(self, event: Mapping[str, Any] | BaseModel) -> None:
+        """One JSON line, appended with a single write so concurrent readers see whole lines."""
+        record = redact(event)
+        if isinstance(record, dict):
+            record.setdefault("ts", datetime.now(UTC).isoformat())
+        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
+        fd = os.open(self.events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Replay events; a torn last line (a crash mid-write) is skipped, not fatal."""
+        if not self.events_path.exists():
+            return
+        with self.events_path.open(encoding="utf-8") as fh:
+            for line in fh:
+                with contextlib.suppress(json.JSONDecodeError):
+                    yield json.loads(line)
+
+    def write_status(self, status: Mapping[str, Any] | BaseModel) -> None:
+        atomic_write_text(self.status_path, _json(status))
+
+    def read_status(self) -> dict[str, Any] | None:
+        return _read_json(self.status_path) if self.status_path.exists() else None
+
+    def write_text(self, relpath: str, text: str) -> Path:
+        """A file under the run (e.g. rank-3/inspect.json); JSON-looking content is redacted."""
+        path = self.dir / relpath
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+        return path
+
+    def write_json(self, relpath: str, value: Any) -> Path:
+        return self.write_text(relpath, _json(value))
+
+    # -- the supervisor lock ----------------------------------------------------------------
+
+    def lock_holder(self) -> dict[str, Any] | None:
+        if not self.lock_path.exists():
+            return None
+        try:
+            return _read_json(self.lock_path)
+        except RunStoreError:
+            return None
+
+    def supervisor_alive(self, now: float | None = None) -> bool:
+        """A supervisor is alive when its heartbeat is fresh (and, on this host, its pid runs)."""
+        holder = self.lock_holder()
+        if holder is None:
+            return False
+        age = (now or time.time()) - float(holder.get("heartbeat", 0))
+        if age > STALE_S:
+            return False
+        if holder.get("host") == socket.gethostname():
+            return _pid_alive(int(holder.get("pid", -1)))
+        return True
+
+    def acquire_lock(self, owner: str = "supervisor") -> RunLock:
+        """Take the run for this process; `RunLocked` when another live supervisor holds it."""
+        if self.supervisor_alive():
+            holder = self.lock_holder() or {}
+            raise RunLocked(
+                f"run {self.id} is supervised by pid {holder.get('pid')} on {holder.get('host')}",
+                where=str(self.dir),
+                hint="use `cluster status` to watch it, or stop that supervisor first",
+            )
+        lock = RunLock(self, owner)
+        lock.beat()
+        return lock
+
+
+class RunLock:
+    """Held by the one process that writes a run; `beat()` every HEARTBEAT_S keeps it alive."""
+
+    def __init__(self, run: Run, owner: str) -> None:
+        self.run = run
+        self.owner = owner
+        self.started = time.time()
+
+    def beat(self) -> None:
+        atomic_write_text(
+            self.run.lock_path,
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "owner": self.owner,
+                    "started": self.started,
+                    "heartbeat": time.time(),
+                }
+            ),
+        )
+
+    def release(self) -> None:
+        holder = self.run.lock_holder()
+        if holder and holder.get("pid") == os.getpid():
+            with contextlib.suppress(FileNotFoundError):
+                self.run.lock_path.unlink()
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunStoreError(f"cannot read {path.name}: {exc}", where=str(path.parent)) from exc
+    if not isinstance(data, dict):
+        raise RunStoreError(f"{path.name} is not a JSON object", where=str(path.parent))
+    return data
+
+
+class RunStore:
+    """All runs under one folder."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or default_runs_dir()).expanduser()
+
+    def create(self, now: datetime | None = None) -> Run:
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for _ in range(5):
+            run_id = new_run_id(now)
+            path = self.root / run_id
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            return Run(run_id, path)
+        raise RunStoreError("could not allocate a unique run id", where=str(self.root))
+
+    def open(self, ref: str | Path) -> Run:
+        """A run by id (under this store) or by path (a run copied from elsewhere)."""
+        path = Path(ref)
+        if not path.is_dir():
+            path = self.root / str(ref)
+        if not path.is_dir():
+            raise RunStoreError(
+                f"no run {ref}",
+                where=str(self.root),
+                hint="`cluster runs` lists the runs; a copied run can be given by its path",
+            )
+        return Run(path.name, path)
+
+    def runs(self) -> list[Run]:
+        """Every run, newest first (run ids sort by time)."""
+        if not self.root.is_dir():
+            return []
+        found = [
+            Run(p.name, p) for p in self.root.iterdir() if p.is_dir() and RUN_ID_RE.match(p.name)
+        ]
+        return sorted(found, key=lambda r: r.id, reverse=True)
+
+    def latest(self) -> Run | None:
+        runs = self.runs()
+        return runs[0] if runs else None

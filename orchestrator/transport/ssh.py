@@ -1,0 +1,329 @@
+"""SSH to a node with asyncssh: the only module that imports it, and where its errors become ours.
+
+One connection per node; every command is a channel on it, under a budget below OpenSSH's
+default `MaxSessions` (10). Host keys are always verified against the inventory's
+`cluster_known_hosts` (else `~/.ssh/known_hosts`); a new key is accepted only with the explicit
+`accept_new_host_keys` option (OpenSSH's `StrictHostKeyChecking=accept-new`), a changed key never.
+`~/.ssh/config` is honoured (asyncssh reads it by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import shlex
+import socket
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import asyncssh
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from orchestrator.errors import (
+    AuthError,
+    ClusterError,
+    CommandFailed,
+    CommandTimeout,
+    HostKeyError,
+    NodeError,
+    NodeUnreachable,
+)
+from orchestrator.models.inventory import Node
+from orchestrator.transport.base import CommandResult, ConnectOptions, OutputLine
+from orchestrator.transport.streams import merged_lines
+
+log = structlog.get_logger(__name__)
+
+
+def default_known_hosts() -> Path:
+    return Path("~/.ssh/known_hosts").expanduser()
+
+
+class SshTransport:
+    """A node reached over SSH."""
+
+    def __init__(
+        self, node: Node, *, known_hosts: Path | None, options: ConnectOptions | None = None
+    ) -> None:
+        self._node = node
+        self._known_hosts = known_hosts or default_known_hosts()
+        self._options = options or ConnectOptions()
+        self._budget = asyncio.Semaphore(self._options.channel_budget)
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def node(self) -> Node:
+        return self._node
+
+    # -- connecting -------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        async with self._lock:
+            if self._conn is not None:
+                return
+            if self._options.accept_new_host_keys:
+                await self._accept_new_host_key()
+            elif not self._known_hosts.exists():
+                raise HostKeyError(
+                    f"known_hosts file {self._known_hosts} does not exist",
+                    node=self._node.name,
+                    known_hosts=str(self._known_hosts),
+                    hint="set cluster_known_hosts in the inventory, or pass "
+                    "--accept-new-host-keys once to record the nodes' keys",
+                )
+            # Retry only what a restarting sshd or a busy accept queue produces, only here.
+            retrying = AsyncRetrying(
+                retry=retry_if_exception(_is_transient),
+                stop=stop_after_attempt(max(1, self._options.connect_attempts)),
+                wait=wait_exponential(multiplier=0.25, max=2),
+                reraise=True,
+            )
+            async for attempt in retrying:
+                with attempt:
+                    self._conn = await self._open()
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        node = self._node
+        try:
+            return await asyncssh.connect(
+                node.address,
+                port=node.port,
+                username=node.user,
+                client_keys=[str(node.private_key)] if node.private_key else (),
+                known_hosts=str(self._known_hosts),
+                connect_timeout=self._options.connect_timeout_s,
+                keepalive_interval=self._options.keepalive_interval_s,
+                keepalive_count_max=self._options.keepalive_count_max,
+            )
+        except Exception as exc:
+            raise self._map_connect_error(exc) from exc
+
+    def _map_connect_error(self, exc: BaseException) -> ClusterError:
+        name, where = self._node.name, f"{self._node.address}:{self._node.port}"
+        if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+            listed = self._listed_keys()
+            what = (
+                f"host key of {where} differs from the one in {self._known_hosts}"
+                if listed
+                else f"host key of {where} is not listed in {self._known_hosts}"
+            )
+            hint = (
+                "if the node was reinstalled, remove its old line from that file; "
+                "otherwise treat this as a possible impersonation"
+                if listed
+                else "add the node's key to that file, or pass --accept-new-host-keys once"
+            )
+            return HostKeyError(what, node=name, known_hosts=str(self._known_hosts), hint=hint)
+        if isinstance(exc, asyncssh.PermissionDenied):
+            return AuthError(
+                f"{where} refused user '{self._node.user}' with the configured key",
+                node=name,
+                hint="check ansible_user and ansible_ssh_private_key_file in the inventory",
+            )
+        if isinstance(exc, ConnectionRefusedError):
+            return NodeUnreachable(
+                f"connection refused by {where}",
+                node=name,
+                reason="refused",
+                hint="is sshd running on the node?",
+            )
+        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+            return NodeUnreachable(
+                f"no SSH handshake with {where} within {self._options.connect_timeout_s:g} s",
+                node=name,
+                reason="timeout",
+                hint="check the address, the management link and any firewall",
+            )
+        if isinstance(exc, socket.gaierror):
+            return NodeUnreachable(f"cannot resolve {self._node.address}", node=name, reason="dns")
+        if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+            return NodeUnreachable(
+                f"no route to {where}", node=name, reason="no-route", hint="check the link"
+            )
+        if isinstance(exc, (asyncssh.DisconnectError, OSError)):
+            return NodeUnreachable(
+                f"connection to {where} failed: {exc}", node=name, reason="dropped"
+            )
+        return NodeError(f"cannot connect to {where}: {type(exc).__name__}: {exc}", node=name)
+
+    def _listed_keys(self) -> bool:
+        try:
+            known = asyncssh.read_known_hosts(str(self._known_hosts))
+        except (OSError, ValueError):
+            return False
+        host_keys = known.match(self._node.address, self._node.address, self._node.port)[0]
+        return bool(host_keys)
+
+    async def _accept_new_host_key(self) -> None:
+        """Record the node's key if (and only if) the file lists no key for it yet."""
+        if self._known_hosts.exists() and self._listed_keys():
+            return  # listed: verify as usual, so a changed key is still refused
+        node = self._node
+        try:
+            key = await asyncssh.get_server_host_key(node.address, node.port, config=None)
+        except Exception as exc:
+            raise self._map_connect_error(exc) from exc
+        if key is None:
+            return
+        pattern = node.address if node.port == 22 else f"[{node.address}]:{node.port}"
+        line = f"{pattern} {key.export_public_key().decode().strip()}\n"
+        self._known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self._known_hosts, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(line)
+        log.warning(
+            "accepted new host key",
+            node=node.name,
+            fingerprint=key.get_fingerprint(),
+            known_hosts=str(self._known_hosts),
+        )
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        if self._conn is None:
+            await self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    # -- commands ---------------------------------------------------------------------------
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        argv = tuple(argv)
+        conn = await self._connection()
+        started = time.monotonic()
+        async with self._budget:
+            try:
+                process = await conn.create_process(shlex.join(argv), encoding=None)
+            except Exception as exc:
+                raise self._map_session_error(exc, argv) from exc
+            try:
+                if stdin is not None:
+                    process.stdin.write(stdin)
+                process.stdin.write_eof()
+                completed = await process.wait(check=False, timeout=timeout_s)
+            except asyncssh.TimeoutError as exc:
+                await _abandon(process)
+                raise CommandTimeout(
+                    node=self._node.name,
+                    argv=list(argv),
+                    timeout_s=timeout_s or 0.0,
+                    stdout=_text(exc.stdout),
+                    stderr=_text(exc.stderr),
+                ) from exc
+            except Exception as exc:
+                raise self._map_session_error(exc, argv) from exc
+        if completed.returncode is None:  # the channel closed without an exit status
+            raise self._lost(argv)
+        result = CommandResult(
+            node=self._node.name,
+            argv=argv,
+            exit_status=completed.returncode,
+            stdout=_text(completed.stdout),
+            stderr=_text(completed.stderr),
+            duration_s=time.monotonic() - started,
+        )
+        return result.check() if check else result
+
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
+        argv = tuple(argv)
+        conn = await self._connection()
+        async with self._budget:
+            try:
+                process = await conn.create_process(
+                    shlex.join(argv), encoding=None, stdin=asyncssh.DEVNULL
+                )
+            except Exception as exc:
+                raise self._map_session_error(exc, argv) from exc
+            stderr_tail: list[str] = []
+            try:
+                async for line in merged_lines(process.stdout, process.stderr):
+                    if line.stream == "stderr":
+                        stderr_tail = [*stderr_tail[-19:], line.text]
+                    yield line
+                completed = await process.wait(check=False)
+            except ClusterError:
+                raise
+            except Exception as exc:
+                raise self._map_session_error(exc, argv) from exc
+            finally:
+                await _abandon(process)
+        if completed.returncode is None:
+            raise self._lost(argv)
+        if completed.returncode != 0:
+            raise CommandFailed(
+                node=self._node.name,
+                argv=list(argv),
+                exit_status=completed.returncode,
+                stderr="\n".join(stderr_tail),
+            )
+
+    def _map_session_error(self, exc: BaseException, argv: tuple[str, ...]) -> ClusterError:
+        if isinstance(exc, ClusterError):
+            return exc
+        if isinstance(exc, asyncssh.ChannelOpenError):
+            return NodeError(
+                f"could not open an SSH session for `{shlex.join(argv)}`: {exc.reason}",
+                node=self._node.name,
+                hint="the node's sshd may limit sessions (MaxSessions) or be shutting down",
+            )
+        if isinstance(exc, (asyncssh.DisconnectError, ConnectionError, BrokenPipeError)):
+            return self._lost(argv, f": {exc}")
+        return NodeError(
+            f"`{shlex.join(argv)}` failed: {type(exc).__name__}: {exc}", node=self._node.name
+        )
+
+    def _lost(self, argv: tuple[str, ...], detail: str = "") -> NodeUnreachable:
+        self._conn = None  # the next call reconnects
+        return NodeUnreachable(
+            f"connection lost while running `{shlex.join(argv)}`{detail}",
+            node=self._node.name,
+            reason="dropped",
+            hint="check the node's management link and sshd",
+        )
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 5)
+
+
+async def _abandon(process: asyncssh.SSHClientProcess[bytes]) -> None:
+    """Stop a command we no longer wait for: ask sshd to signal it, then close the channel."""
+    if process.exit_status is None and process.exit_signal is None:
+        with contextlib.suppress(Exception):
+            process.send_signal("TERM")
+    process.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(process.wait_closed(), 2)
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, str):
+        return data
+    return data.decode("utf-8", errors="replace")
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Connection refused (sshd restarting) and drops during the handshake are worth a retry;
+    timeouts are not (the connect timeout is the budget), nor are key or auth failures."""
+    return isinstance(exc, NodeUnreachable) and exc.reason in {"refused", "dropped"}
