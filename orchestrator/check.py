@@ -6,6 +6,7 @@ The verdict per node is pure (`judge`) over facts gathered by probes; gathering 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -65,6 +66,7 @@ class CheckReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     inventory: str
+    connection: str
     nodes: tuple[NodeCheck, ...]
 
     @property
@@ -74,10 +76,9 @@ class CheckReport(BaseModel):
     def to_json(self) -> dict[str, Any]:
         return {
             "inventory": self.inventory,
+            "connection": self.connection,
             "healthy": self.healthy,
-            "nodes": [
-                {**n.model_dump(mode="json"), "healthy": n.healthy} for n in self.nodes
-            ],
+            "nodes": [{**n.model_dump(mode="json"), "healthy": n.healthy} for n in self.nodes],
         }
 
 
@@ -105,8 +106,10 @@ async def _ask(transport: Transport, probe: Probe[T]) -> T:
     return probe.interpret(result.exit_status, result.stdout, result.stderr)
 
 
-async def check_node(inventory: Inventory, node: Node, options: ConnectOptions) -> NodeCheck:
-    transport = transport_for(inventory, node, options)
+TransportFactory = Callable[[Node], Transport]
+
+
+async def check_node(inventory: Inventory, node: Node, transport: Transport) -> NodeCheck:
     base: dict[str, Any] = {"node": node.name, "rank": node.rank, "address": node.address}
     try:
         await transport.connect()
@@ -149,7 +152,7 @@ async def check_node(inventory: Inventory, node: Node, options: ConnectOptions) 
             present=found is not None,
             addresses=tuple(found.ipv4) if found else (),
             mtu=found.mtu if found else None,
-            state=found.state if found else None,
+            state=found.operstate if found else None,
         )
         facts["fabric"] = fabric
         if why := _fabric_ok(fabric):
@@ -157,8 +160,14 @@ async def check_node(inventory: Inventory, node: Node, options: ConnectOptions) 
     return NodeCheck(**base, reachable=True, **facts, problems=tuple(problems))
 
 
-async def check_inventory(inventory: Inventory, options: ConnectOptions) -> CheckReport:
-    outcomes = await settle(inventory.nodes, lambda n: check_node(inventory, n, options))
+async def check_inventory(
+    inventory: Inventory,
+    options: ConnectOptions,
+    factory: TransportFactory | None = None,
+) -> CheckReport:
+    """Check every node at once. `factory` makes a node's transport (a fake in core tests)."""
+    make = factory or (lambda n: transport_for(inventory, n, options))
+    outcomes = await settle(inventory.nodes, lambda n: check_node(inventory, n, make(n)))
     rows = []
     for outcome in outcomes:
         if outcome.value is not None:
@@ -175,4 +184,6 @@ async def check_inventory(inventory: Inventory, options: ConnectOptions) -> Chec
                     problems=(f"{type(outcome.error).__name__}: {outcome.error}",),
                 )
             )
-    return CheckReport(inventory=str(inventory.path), nodes=tuple(rows))
+    return CheckReport(
+        inventory=str(inventory.path), connection=inventory.connection.value, nodes=tuple(rows)
+    )

@@ -1,11 +1,11 @@
 """Runs on disk: everything observed lands here first, so the postmortem works from this folder.
 
-    <runs>/<run-id>/                 0700; run id YYYYmmddTHHMMSSZ-<6 hex> (valid in container names)
-      manifest.json                  resolved recipe, inventory snapshot and its hash, plans, versions
-      events.jsonl                   append-only, one typed event per line
-      status.json                    the latest view, replaced atomically
-      lock.json                      the supervisor that writes this run, with a heartbeat
-      rank-<k>/                      per rank: preserved streams, inspect output, samples
+    <runs>/<run-id>/           0700; id YYYYmmddTHHMMSSZ-<6 hex> (valid in container names)
+      manifest.json            resolved recipe, inventory snapshot and its hash, plans, versions
+      events.jsonl             append-only, one typed event per line
+      status.json              the latest view, replaced atomically
+      lock.json                the supervisor that writes this run, with a heartbeat
+      rank-<k>/                per rank: preserved streams, inspect output, samples
 
 `<runs>` is the inventory's `cluster_runs_dir`, else `$XDG_STATE_HOME/cluster/runs`, so every
 terminal finds the same runs. Every writer goes through `redact`: secrets never reach the disk.

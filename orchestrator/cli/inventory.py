@@ -53,27 +53,27 @@ def _fabric(row: NodeCheck) -> str:
 
 
 def render_check(report: CheckReport) -> Table:
+    """One row per node; columns fold rather than truncate, so a narrow terminal loses nothing."""
     table = Table(title=f"inventory check: {report.inventory}", title_justify="left")
-    for col in ("rank", "node", "address", "status", "hostname", "arch", "kernel"):
-        table.add_column(col)
-    for col in ("MemTotal GiB", "MemFree GiB", "MemAvail GiB"):
-        table.add_column(col, justify="right")
-    for col in ("docker", "GPU", "fabric"):
-        table.add_column(col)
+    local = report.connection == "local"
+    for col in ("rank", "node", "status", "host", "mem GiB free/avail/total", "docker", "GPU"):
+        table.add_column(col, overflow="fold")
+    table.add_column("fabric", overflow="fold")
     for row in report.nodes:
         status = "[green]ok[/]" if row.healthy else f"[red]{row.reason or 'unhealthy'}[/]"
+        host = " ".join(x for x in (row.hostname, row.arch, row.kernel) if x) or "-"
+        mem = (
+            f"{_gib(row.mem_free)} / {_gib(row.mem_available)} / {_gib(row.mem_total)}"
+            if row.mem_total
+            else "-"
+        )
         table.add_row(
             str(row.rank),
-            row.node,
-            row.address,
+            f"{row.node} {row.address}",
             status,
-            row.hostname or "-",
-            row.arch or "-",
-            row.kernel or "-",
-            _gib(row.mem_total),
-            _gib(row.mem_free),
-            _gib(row.mem_available),
-            row.docker_server or "-",
+            host,
+            mem,
+            row.docker_server or ("n/a (processes)" if row.reachable and local else "-"),
             row.gpu or "-",
             _fabric(row),
         )

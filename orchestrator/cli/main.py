@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from typer.exceptions import TyperException
 
 from orchestrator import __version__
 from orchestrator.cli import inventory as inventory_cmd
@@ -84,20 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         code = int(ExitCode.INTERRUPTED)
-    except Exception as exc:  # click usage errors are ClickException; handled below
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            code = int(ExitCode.CONFIG)
-        else:
-            path = write_crash_file(exc)
-            err_console.print(
-                f"[bold red]internal error:[/] {type(exc).__name__}: {exc} — "
-                f"this is a bug in cluster; the traceback is in {path}",
-                soft_wrap=True,
-            )
-            code = int(ExitCode.INTERNAL)
+    except TyperException as exc:  # usage errors: unknown option, missing argument, bad value
+        exc.show()  # type: ignore[attr-defined]
+        code = int(ExitCode.CONFIG)
+    except Exception as exc:
+        path = write_crash_file(exc)
+        err_console.print(
+            f"[bold red]internal error:[/] {type(exc).__name__}: {exc} — "
+            f"this is a bug in cluster; the traceback is in {path}",
+            soft_wrap=True,
+        )
+        code = int(ExitCode.INTERNAL)
     if argv is None:
         sys.exit(code)
     return code

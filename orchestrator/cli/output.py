@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Rich assumes 80 columns when output is not a terminal (CI logs, pipes); tables then fold.
+# A wider default keeps a row per node on one line in logs; $COLUMNS still wins.
+_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
 
 def print_json(payload: Any) -> None:
