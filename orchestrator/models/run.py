@@ -1,0 +1,146 @@
+"""What a boot is doing and how it ended: phases, outcomes, and the events the supervisor folds.
+
+Outcomes are enum members that carry their exit code and postmortem category, so a verdict
+never needs a lookup table elsewhere (dstack `core/models/runs.py` does the same for job status).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.errors import ExitCode
+
+
+class RankPhase(StrEnum):
+    """Where one rank is, in boot order. `order` compares progress across ranks."""
+
+    pending = "pending"  # planned, not started
+    starting = "starting"  # container/process started, no engine line yet
+    initializing = "initializing"  # engine up: server args, torch distributed init
+    loading = "loading"  # between `Load weight begin` and `Load weight end`
+    loaded = "loaded"  # weights in; waiting at the post-load barrier
+    warming = "warming"  # KV cache, CUDA graphs, autotune
+    serving = "serving"  # the engine said it is ready (rank 0 also answers HTTP)
+    exited = "exited"  # the process is gone
+    unreachable = "unreachable"  # its node cannot be asked
+
+    @property
+    def order(self) -> int:
+        return list(RankPhase).index(self)
+
+    @property
+    def finished_loading(self) -> bool:
+        return self in (RankPhase.loaded, RankPhase.warming, RankPhase.serving)
+
+
+class Outcome(StrEnum):
+    """How a boot ended. Each has an exit code and a postmortem category."""
+
+    READY = "READY"
+    PREFLIGHT_REFUSED = "PREFLIGHT_REFUSED"
+    IMAGE_FAILED = "IMAGE_FAILED"
+    RANK_EXITED = "RANK_EXITED"
+    BARRIER_TIMEOUT = "BARRIER_TIMEOUT"
+    NODE_LOST = "NODE_LOST"
+    STALLED = "STALLED"
+    READY_TIMEOUT = "READY_TIMEOUT"
+    INTERRUPTED = "INTERRUPTED"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return {
+            Outcome.READY: ExitCode.OK,
+            Outcome.PREFLIGHT_REFUSED: ExitCode.PREFLIGHT_REFUSED,
+            Outcome.IMAGE_FAILED: ExitCode.IMAGE_FAILED,
+            Outcome.INTERRUPTED: ExitCode.INTERRUPTED,
+        }.get(self, ExitCode.BOOT_FAILED)
+
+    @property
+    def category(self) -> str:
+        """The postmortem vocabulary (`docs/postmortem.md`)."""
+        return {
+            Outcome.READY: "ready",
+            Outcome.IMAGE_FAILED: "image-unpack-race",
+            Outcome.BARRIER_TIMEOUT: "load-barrier-timeout",
+            Outcome.NODE_LOST: "rendezvous-network",
+        }.get(self, "unknown")
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ts: float  # controller monotonic-ish wall time (time.time()), seconds
+
+
+class LogLine(_Event):
+    kind: Literal["log"] = "log"
+    rank: int
+    stream: Literal["stdout", "stderr"]
+    text: str
+
+
+class Sample(_Event):
+    """One sampler reading for a rank's node and the rank's processes."""
+
+    kind: Literal["sample"] = "sample"
+    rank: int
+    mem_free: int | None = None
+    mem_available: int | None = None
+    cached: int | None = None
+    dirty: int | None = None
+    rchar: int | None = None  # bytes read by the rank's processes (page cache hits included)
+    read_bytes: int | None = None  # bytes that came from the block device
+
+
+class RankStarted(_Event):
+    kind: Literal["rank_started"] = "rank_started"
+    rank: int
+    container: str
+
+
+class RankExited(_Event):
+    kind: Literal["rank_exited"] = "rank_exited"
+    rank: int
+    exit_code: int | None
+    oom_killed: bool = False
+    last_lines: tuple[str, ...] = ()
+
+
+class NodeLost(_Event):
+    kind: Literal["node_lost"] = "node_lost"
+    rank: int
+    reason: str
+
+
+class NodeBack(_Event):
+    kind: Literal["node_back"] = "node_back"
+    rank: int
+
+
+class HeadReady(_Event):
+    """The head answered the readiness path."""
+
+    kind: Literal["head_ready"] = "head_ready"
+    latency_s: float
+
+
+Event = Annotated[
+    LogLine | Sample | RankStarted | RankExited | NodeLost | NodeBack | HeadReady,
+    Field(discriminator="kind"),
+]
+
+
+class Finding(BaseModel):
+    """A watcher's word: a warning while the boot goes on, or a verdict that ends it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    watcher: str  # barrier, page-cache, exits, loss, stall, ready
+    severity: Literal["warning", "verdict"]
+    rank: int | None
+    message: str  # what happened, on which rank, with the numbers
+    advice: str = ""  # what to do
+    outcome: Outcome | None = None  # for verdicts

@@ -1,0 +1,1 @@
+"""The boot supervisor: followers (I/O to events), progress, state (reducer), watchers."""

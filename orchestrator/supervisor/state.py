@@ -1,0 +1,225 @@
+"""The boot's state, folded from events by a pure reducer. Replaying events.jsonl rebuilds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from orchestrator.models.run import (
+    Event,
+    HeadReady,
+    LogLine,
+    NodeBack,
+    NodeLost,
+    RankExited,
+    RankPhase,
+    RankStarted,
+    Sample,
+)
+from orchestrator.supervisor.progress import Milestone, parse_line, strip_timestamp
+
+# Read-rate smoothing: new = ALPHA * instant + (1 - ALPHA) * old. Samples come every ~2 s;
+# 0.5 follows a throttled disk within two samples yet ignores one burst.
+RATE_ALPHA = 0.5
+
+
+@dataclass(frozen=True)
+class RankState:
+    rank: int
+    node: str
+    phase: RankPhase = RankPhase.pending
+    container: str = ""
+    shards_done: int | None = None
+    shards_total: int | None = None
+    bytes_read: int = 0  # rchar of the rank's processes: what it has pulled through
+    read_rate: float | None = None  # bytes/s, smoothed
+    peak_rate: float = 0.0
+    rate_samples: int = 0
+    last_sample_ts: float | None = None
+    last_rchar: int | None = None
+    started_at: float | None = None
+    load_began_at: float | None = None
+    load_ended_at: float | None = None
+    barrier_failed: bool = False
+    exit_code: int | None = None
+    oom_killed: bool = False
+    exited_at: float | None = None
+    phase_at_exit: RankPhase | None = None
+    last_lines: tuple[str, ...] = ()
+    last_signal_at: float | None = None
+    progress_at: float | None = None  # last time bytes or milestones moved
+    lost_since: float | None = None
+    lost_reason: str = ""
+    mem_free: int | None = None
+    mem_available: int | None = None
+    cached: int | None = None
+    dirty: int | None = None
+
+    @property
+    def shown_phase(self) -> RankPhase:
+        return RankPhase.unreachable if self.lost_since is not None else self.phase
+
+    @property
+    def last_line(self) -> str:
+        return self.last_lines[-1] if self.last_lines else ""
+
+    def load_fraction(self, expected_bytes: int | None) -> float | None:
+        """0..1: shard bar when the rank prints one, else bytes read against the recipe's share."""
+        if self.phase.finished_loading or self.phase is RankPhase.serving:
+            return 1.0
+        by_bytes = (
+            min(self.bytes_read / expected_bytes, 0.99)
+            if expected_bytes and self.bytes_read
+            else None
+        )
+        by_shards = (
+            self.shards_done / self.shards_total
+            if self.shards_total and self.shards_done is not None
+            else None
+        )
+        known = [f for f in (by_bytes, by_shards) if f is not None]
+        return max(known) if known else None
+
+    def eta_s(self, expected_bytes: int | None) -> float | None:
+        if not expected_bytes or not self.read_rate or self.phase.finished_loading:
+            return None
+        remaining = max(expected_bytes - self.bytes_read, 0)
+        return remaining / self.read_rate
+
+
+@dataclass(frozen=True)
+class BootState:
+    ranks: tuple[RankState, ...]
+    first_load_end_at: float | None = None
+    head_ready_at: float | None = None
+    head_latency_s: float | None = None
+    now: float = 0.0
+    events_seen: int = field(default=0, compare=False)
+
+    def rank(self, k: int) -> RankState:
+        return self.ranks[k]
+
+
+def initial_state(nodes: list[str]) -> BootState:
+    return BootState(ranks=tuple(RankState(rank=k, node=n) for k, n in enumerate(nodes)))
+
+
+_LAST_LINES = 20
+
+
+def _advance(phase: RankPhase, to: RankPhase) -> RankPhase:
+    """Phases only move forward; exited/unreachable are set by their own events."""
+    if phase in (RankPhase.exited,):
+        return phase
+    return to if to.order > phase.order else phase
+
+
+def _on_log(r: RankState, e: LogLine) -> RankState:
+    _, text = strip_timestamp(e.text)
+    changes: dict[str, object] = {
+        "last_lines": (*r.last_lines[-(_LAST_LINES - 1) :], text),
+        "last_signal_at": e.ts,
+    }
+    phase = _advance(r.phase, RankPhase.starting)
+    p = parse_line(text)
+    if p is not None:
+        changes["progress_at"] = e.ts
+        m = p.milestone
+        if m in (Milestone.server_args, Milestone.dist_init):
+            phase = _advance(phase, RankPhase.initializing)
+        elif m is Milestone.load_begin:
+            phase = _advance(phase, RankPhase.loading)
+            changes["load_began_at"] = r.load_began_at or e.ts
+        elif m is Milestone.shards:
+            phase = _advance(phase, RankPhase.loading)
+            changes.update(shards_done=p.done, shards_total=p.total)
+        elif m is Milestone.load_end:
+            phase = _advance(phase, RankPhase.loaded)
+            changes["load_ended_at"] = r.load_ended_at or e.ts
+        elif m is Milestone.warmup:
+            phase = _advance(phase, RankPhase.warming)
+        elif m is Milestone.ready:
+            phase = _advance(phase, RankPhase.serving)
+        elif m is Milestone.barrier_failed:
+            changes["barrier_failed"] = True
+    changes["phase"] = phase
+    return replace(r, **changes)  # type: ignore[arg-type]
+
+
+def _on_sample(r: RankState, e: Sample) -> RankState:
+    changes: dict[str, object] = {
+        "mem_free": e.mem_free,
+        "mem_available": e.mem_available,
+        "cached": e.cached,
+        "dirty": e.dirty,
+        "last_signal_at": e.ts,
+        "lost_since": None,
+    }
+    if e.rchar is not None:
+        # rchar is cumulative over the rank's live processes since they started; a reader
+        # child that exits takes its count with it, so progress never goes backwards.
+        bytes_read = max(e.rchar, r.bytes_read)
+        changes["bytes_read"] = bytes_read
+        if bytes_read > r.bytes_read:
+            changes["progress_at"] = e.ts
+        if r.last_sample_ts is not None and r.last_rchar is not None and e.ts > r.last_sample_ts:
+            instant = max(e.rchar - r.last_rchar, 0) / (e.ts - r.last_sample_ts)
+            rate = (
+                instant
+                if r.read_rate is None
+                else (RATE_ALPHA * instant + (1 - RATE_ALPHA) * r.read_rate)
+            )
+            changes.update(
+                read_rate=rate, peak_rate=max(r.peak_rate, rate), rate_samples=r.rate_samples + 1
+            )
+        changes.update(last_sample_ts=e.ts, last_rchar=e.rchar)
+    return replace(r, **changes)  # type: ignore[arg-type]
+
+
+def reduce(state: BootState, event: Event) -> BootState:
+    """Fold one event into the state. Pure: same events, same state."""
+    r = state.ranks[event.rank] if hasattr(event, "rank") else None
+    new: RankState | None = None
+    extra: dict[str, object] = {}
+    if isinstance(event, LogLine) and r is not None:
+        new = _on_log(r, event)
+        if new.load_ended_at is not None and state.first_load_end_at is None:
+            extra["first_load_end_at"] = new.load_ended_at
+    elif isinstance(event, Sample) and r is not None:
+        new = _on_sample(r, event)
+    elif isinstance(event, RankStarted) and r is not None:
+        new = replace(
+            r,
+            container=event.container,
+            started_at=event.ts,
+            phase=_advance(r.phase, RankPhase.starting),
+            last_signal_at=event.ts,
+            progress_at=event.ts,
+        )
+    elif isinstance(event, RankExited) and r is not None:
+        lines = r.last_lines or event.last_lines
+        new = replace(
+            r,
+            phase=RankPhase.exited,
+            phase_at_exit=r.phase_at_exit or r.phase,
+            exit_code=event.exit_code,
+            oom_killed=event.oom_killed,
+            exited_at=event.ts,
+            last_lines=lines,
+        )
+    elif isinstance(event, NodeLost) and r is not None:
+        # The phase is kept: a node that comes back resumes where it was.
+        new = replace(r, lost_since=r.lost_since or event.ts, lost_reason=event.reason)
+    elif isinstance(event, NodeBack) and r is not None:
+        new = replace(r, lost_since=None, lost_reason="")
+    elif isinstance(event, HeadReady):
+        extra.update(head_ready_at=state.head_ready_at or event.ts, head_latency_s=event.latency_s)
+    ranks = state.ranks
+    if new is not None and r is not None:
+        ranks = (*ranks[: r.rank], new, *ranks[r.rank + 1 :])
+    return replace(
+        state,
+        ranks=ranks,
+        now=max(state.now, event.ts),
+        events_seen=state.events_seen + 1,
+        **extra,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,258 @@
+"""Watchers: pure functions of (state, now, config) that return findings. No I/O, no clock.
+
+A warning says what is coming while there is still time to act; a verdict ends the boot with an
+`Outcome`. The supervisor calls `watch()` once a second and acts on the first verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from orchestrator.models.run import Finding, Outcome, RankPhase
+from orchestrator.supervisor.state import BootState, RankState
+
+GiB = 2**30
+MB = 10**6
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """The numbers the watchers judge by; from the recipe (scaled for a simulated twin)."""
+
+    barrier_window_s: float = 480.0  # SGLang's UNBALANCED_MODEL_LOADING_TIMEOUT_S
+    barrier_env: str = "SGLANG_UNBALANCED_LOAD_TIMEOUT_S"
+    expected_bytes_per_rank: int | None = None
+    mem_free_floor: int = 8 * GiB  # a community guard uses MemFree >= 8 GiB on GB10
+    lost_grace_s: float = 6.0  # a node silent this long is lost (the test allows 10 s)
+    stall_s: float = 300.0  # no progress signal for this long while others progress
+    min_rate_samples: int = 2  # never predict from a single reading
+    miss_margin: float = 0.05  # predicted lateness below 5% of the window is noise
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / GiB:.1f} GiB"
+
+
+def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | None:
+    """When this rank's weights will be in, from its measured read rate; None if unknown."""
+    if r.phase.finished_loading:
+        return r.load_ended_at
+    if not cfg.expected_bytes_per_rank or r.rate_samples < cfg.min_rate_samples:
+        return None
+    remaining = max(cfg.expected_bytes_per_rank - r.bytes_read, 0)
+    if not r.read_rate or r.read_rate <= 0:
+        return math.inf
+    return now + remaining / r.read_rate
+
+
+def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    """SGLang's post-load barrier: the window opens when the first rank finishes loading."""
+    live = [r for r in s.ranks if r.phase is not RankPhase.exited or r.barrier_failed]
+    unfinished = [r for r in s.ranks if not r.phase.finished_loading and not r.barrier_failed]
+    failed = [r for r in s.ranks if r.barrier_failed]
+    if failed or (
+        s.first_load_end_at is not None and now > s.first_load_end_at + cfg.barrier_window_s
+    ):
+        stragglers = [r for r in unfinished if r.phase is not RankPhase.pending]
+        if not stragglers and not failed:
+            return []
+        names = ", ".join(f"rank {r.rank} ({r.node})" for r in stragglers) or "unknown"
+        first = stragglers[0].rank if stragglers else None
+        return [
+            Finding(
+                watcher="barrier",
+                severity="verdict",
+                rank=first,
+                outcome=Outcome.BARRIER_TIMEOUT,
+                message=(
+                    f"post-load barrier missed: {names} had not finished loading when the "
+                    f"{cfg.barrier_window_s:.0f} s window closed; the other ranks' ValueError is "
+                    "the consequence"
+                ),
+                advice=(
+                    f"find why {names} loads slowly (disk, NFS, page cache), or raise the window "
+                    f"({cfg.barrier_env} in the recipe's env and timeouts.barrier)"
+                ),
+            )
+        ]
+    if not unfinished or not live:
+        return []
+    finishes = {r.rank: _predicted_finish(r, now, cfg) for r in s.ranks}
+    if s.first_load_end_at is not None:
+        opens = s.first_load_end_at
+    else:
+        known = [t for t in finishes.values() if t is not None and math.isfinite(t)]
+        if len(known) < 1:
+            return []
+        opens = min(known)
+    deadline = opens + cfg.barrier_window_s
+    findings = []
+    for r in unfinished:
+        t = finishes[r.rank]
+        if t is None or r.phase is RankPhase.exited:
+            continue
+        late = t - deadline
+        if late <= cfg.miss_margin * cfg.barrier_window_s:
+            continue
+        rate = f"{(r.read_rate or 0) / MB:.1f} MB/s"
+        left = max((cfg.expected_bytes_per_rank or 0) - r.bytes_read, 0)
+        late_s = "never at its current rate" if math.isinf(late) else f"by ~{late:.0f} s"
+        findings.append(
+            Finding(
+                watcher="barrier",
+                severity="warning",
+                rank=r.rank,
+                message=(
+                    f"rank {r.rank} ({r.node}) will miss the post-load barrier {late_s}: "
+                    f"{_gib(left)} left at {rate}; the window closes "
+                    f"{max(deadline - now, 0):.0f} s from now"
+                ),
+                advice=(
+                    f"raise {cfg.barrier_env} (and timeouts.barrier) above "
+                    f"~{(t - opens) * 1.2:.0f} s if this rate is expected, or stop now "
+                    "(`cluster stop`) and fix the node's reads rather than burn the window"
+                    if math.isfinite(t)
+                    else "the rank reads nothing: check its node's disk or NFS mount, or stop now"
+                ),
+            )
+        )
+    return findings
+
+
+def watch_page_cache(s: BootState, cfg: WatchConfig) -> list[Finding]:
+    """GB10: cudaMemGetInfo reports MemFree, so page cache from weight reads starves the GPU."""
+    findings = []
+    for r in s.ranks:
+        if r.phase not in (RankPhase.loading, RankPhase.initializing, RankPhase.loaded):
+            continue
+        starved = r.mem_free is not None and r.mem_free < cfg.mem_free_floor
+        if starved and r.cached is not None and r.cached > cfg.mem_free_floor:
+            findings.append(
+                Finding(
+                    watcher="page-cache",
+                    severity="warning",
+                    rank=r.rank,
+                    message=(
+                        f"rank {r.rank} ({r.node}): MemFree {_gib(r.mem_free)} is under the "
+                        f"{_gib(cfg.mem_free_floor)} floor while Cached is {_gib(r.cached)} "
+                        f"(MemAvailable {_gib(r.mem_available)}); on GB10 the GPU sees MemFree"
+                    ),
+                    advice=(
+                        "do NOT drop caches (seed 002: it wiped the warm NFS cache, 40 min → "
+                        "3.5 h); let the load converge, lower --mem-fraction-static / "
+                        "--gpu-memory-utilization if allocation fails, or evict finished "
+                        "shards with posix_fadvise(DONTNEED)"
+                    ),
+                )
+            )
+        if (
+            r.phase is RankPhase.loading
+            and r.rate_samples >= 3
+            and r.peak_rate > 50 * MB
+            and r.read_rate is not None
+            and r.read_rate < 0.2 * r.peak_rate
+        ):
+            findings.append(
+                Finding(
+                    watcher="page-cache",
+                    severity="warning",
+                    rank=r.rank,
+                    message=(
+                        f"rank {r.rank} ({r.node}): read rate collapsed to "
+                        f"{r.read_rate / MB:.1f} MB/s from a peak of {r.peak_rate / MB:.1f} MB/s"
+                    ),
+                    advice="check the node's disk/NFS and memory pressure (MemFree, Dirty)",
+                )
+            )
+    return findings
+
+
+def watch_exits(s: BootState) -> list[Finding]:
+    """The first rank to exit before READY ends the boot, named with its evidence."""
+    exited = sorted(
+        (r for r in s.ranks if r.phase is RankPhase.exited and not r.barrier_failed),
+        key=lambda r: r.exited_at or 0,
+    )
+    if not exited:
+        return []
+    r = exited[0]
+    why = "OOMKilled" if r.oom_killed else f"exit code {r.exit_code}"
+    return [
+        Finding(
+            watcher="exits",
+            severity="verdict",
+            rank=r.rank,
+            outcome=Outcome.RANK_EXITED,
+            message=(
+                f"rank {r.rank} ({r.node}) exited ({why}) while "
+                f"{(r.phase_at_exit or r.phase).value}: {r.last_line[:200]}"
+            ),
+            advice="see the postmortem below and the rank's log in the run directory",
+        )
+    ]
+
+
+def watch_loss(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    lost = [
+        r for r in s.ranks if r.lost_since is not None and now - r.lost_since >= cfg.lost_grace_s
+    ]
+    if not lost:
+        return []
+    r = min(lost, key=lambda x: x.lost_since or 0)
+    return [
+        Finding(
+            watcher="loss",
+            severity="verdict",
+            rank=r.rank,
+            outcome=Outcome.NODE_LOST,
+            message=(
+                f"node {r.node} (rank {r.rank}) unreachable for "
+                f"{now - (r.lost_since or now):.0f} s: {r.lost_reason}"
+            ),
+            advice="check the node's management link and sshd; its log up to the loss is kept",
+        )
+    ]
+
+
+def watch_stalls(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    moving = [r for r in s.ranks if r.progress_at is not None and now - r.progress_at < cfg.stall_s]
+    if not moving:
+        return []
+    findings = []
+    for r in s.ranks:
+        if r.phase in (RankPhase.exited, RankPhase.serving) or r.phase.finished_loading:
+            continue
+        if r.progress_at is not None and now - r.progress_at >= cfg.stall_s:
+            findings.append(
+                Finding(
+                    watcher="stall",
+                    severity="warning",
+                    rank=r.rank,
+                    message=(
+                        f"rank {r.rank} ({r.node}) has shown no progress for "
+                        f"{now - r.progress_at:.0f} s while {len(moving)} other ranks progress"
+                    ),
+                    advice="look at its last lines (`cluster logs --rank K`) and its node",
+                )
+            )
+    return findings
+
+
+def is_ready(s: BootState) -> bool:
+    """Every rank past loading (none exited) and the head answering its readiness path."""
+    return s.head_ready_at is not None and all(
+        r.phase.finished_loading and r.phase is not RankPhase.exited for r in s.ranks
+    )
+
+
+def watch(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    """All watchers, verdicts first in priority order: barrier, loss, exits; then warnings."""
+    findings = [
+        *watch_barrier(s, now, cfg),
+        *watch_loss(s, now, cfg),
+        *watch_exits(s),
+        *watch_page_cache(s, cfg),
+        *watch_stalls(s, now, cfg),
+    ]
+    return sorted(findings, key=lambda f: f.severity != "verdict")

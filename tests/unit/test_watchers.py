@@ -1,0 +1,168 @@
+"""The state reducer and the watchers, driven by events on a fake clock; nothing sleeps."""
+
+from __future__ import annotations
+
+from orchestrator.models.run import (
+    HeadReady,
+    LogLine,
+    NodeLost,
+    Outcome,
+    RankExited,
+    RankPhase,
+    RankStarted,
+    Sample,
+)
+from orchestrator.supervisor.state import BootState, initial_state, reduce
+from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch, watch_barrier
+from tests.engine_lines import by_id
+
+GiB = 2**30
+MB = 10**6
+NODES = [f"node{k}" for k in range(4)]
+LOAD_BEGIN = by_id("sglang-load-weight-begin").text
+LOAD_END = by_id("sglang-load-weight-end").text
+BARRIER = by_id("sglang-barrier-unbalanced-loading").text
+
+
+class Boot:
+    """A scripted boot: events at fake times, folded by the real reducer."""
+
+    def __init__(self, nodes=NODES, expected=10 * GiB):
+        self.state: BootState = initial_state(nodes)
+        self.cfg = WatchConfig(barrier_window_s=480, expected_bytes_per_rank=expected)
+        self.now = 0.0
+        self.rchar = [0] * len(nodes)
+        for k in range(len(nodes)):
+            self.fold(RankStarted(ts=0, rank=k, container=f"c{k}"))
+            self.log(k, LOAD_BEGIN)
+
+    def fold(self, event):
+        self.state = reduce(self.state, event)
+
+    def log(self, rank, text):
+        self.fold(LogLine(ts=self.now, rank=rank, stream="stdout", text=text))
+
+    def read(self, rates_mb: list[float], seconds: float, step: float = 2.0):
+        """Advance time, every rank reading at its rate, sampled every `step` s."""
+        t = 0.0
+        while t < seconds:
+            self.now += step
+            t += step
+            for k, rate in enumerate(rates_mb):
+                if self.state.ranks[k].phase.finished_loading:
+                    continue
+                self.rchar[k] += int(rate * MB * step)
+                self.fold(Sample(ts=self.now, rank=k, rchar=self.rchar[k], mem_free=50 * GiB, cached=5 * GiB))
+                if self.rchar[k] >= self.cfg.expected_bytes_per_rank:
+                    self.log(k, LOAD_END)
+
+    def findings(self):
+        return watch(self.state, self.now, self.cfg)
+
+
+def test_the_reducer_follows_a_rank_through_its_phases():
+    b = Boot()
+    assert b.state.rank(0).phase is RankPhase.loading
+    b.read([100, 100, 100, 100], 10)
+    r = b.state.rank(0)
+    assert r.bytes_read == 1000 * MB
+    assert abs(r.read_rate - 100 * MB) < 1
+    assert r.eta_s(10 * GiB) is not None
+    b.log(0, LOAD_END)
+    assert b.state.rank(0).phase is RankPhase.loaded
+    assert b.state.first_load_end_at == b.now
+
+
+def test_a_straggler_is_predicted_to_miss_the_barrier_before_any_rank_finishes():
+    b = Boot()
+    b.read([200, 200, 200, 5], 20)  # rank 3 reads at 5 MB/s: 10 GiB needs ~36 min, window 8 min
+    warnings = [f for f in b.findings() if f.watcher == "barrier"]
+    assert [w.rank for w in warnings] == [3]
+    assert warnings[0].severity == "warning"
+    assert "rank 3 (node3) will miss the post-load barrier" in warnings[0].message
+    assert "SGLANG_UNBALANCED_LOAD_TIMEOUT_S" in warnings[0].advice
+    # predicted long before the window even opens
+    assert b.state.first_load_end_at is None
+
+
+def test_a_rank_only_slightly_slow_but_in_time_raises_no_warning():
+    b = Boot()
+    b.read([200, 200, 200, 150], 60)  # rank 3 finishes ~18 s after the first: well inside 480 s
+    assert not [f for f in b.findings() if f.watcher == "barrier"]
+    b.read([200, 200, 200, 150], 40)
+    assert all(r.phase.finished_loading for r in b.state.ranks)
+    assert not b.findings()
+
+
+def test_the_barrier_verdict_names_the_straggler_not_the_ranks_that_raised():
+    b = Boot()
+    b.read([200, 200, 200, 5], 60)
+    assert b.state.first_load_end_at is not None
+    for k in range(3):  # SGLang: the finished ranks raise when the window closes
+        b.log(k, BARRIER.replace("TP rank 1", f"TP rank {k}"))
+        b.fold(RankExited(ts=b.now, rank=k, exit_code=1))
+    verdicts = [f for f in b.findings() if f.severity == "verdict"]
+    assert verdicts[0].outcome is Outcome.BARRIER_TIMEOUT
+    assert verdicts[0].rank == 3
+    assert "rank 3 (node3)" in verdicts[0].message
+    assert Outcome.BARRIER_TIMEOUT.exit_code == 6
+
+
+def test_the_window_closing_with_a_rank_unfinished_is_a_verdict_even_without_log_lines():
+    b = Boot()
+    b.read([200, 200, 200, 5], 60)
+    b.now = b.state.first_load_end_at + 481
+    verdicts = [f for f in watch_barrier(b.state, b.now, b.cfg) if f.severity == "verdict"]
+    assert verdicts and verdicts[0].rank == 3
+
+
+def test_a_rank_exit_is_a_verdict_with_its_exit_code_and_last_line():
+    b = Boot()
+    b.read([100] * 4, 4)
+    b.log(2, "RuntimeError: Unsupported architecture")
+    b.fold(RankExited(ts=b.now, rank=2, exit_code=1))
+    v = b.findings()[0]
+    assert (v.outcome, v.rank) == (Outcome.RANK_EXITED, 2)
+    assert "exit code 1" in v.message and "Unsupported architecture" in v.message
+
+
+def test_an_oom_killed_rank_is_reported_as_oomkilled():
+    b = Boot()
+    b.fold(RankExited(ts=1, rank=1, exit_code=137, oom_killed=True))
+    v = b.findings()[0]
+    assert v.rank == 1 and "OOMKilled" in v.message
+
+
+def test_a_node_silent_past_the_grace_period_is_named_lost():
+    b = Boot()
+    b.fold(NodeLost(ts=10, rank=2, reason="connection lost"))
+    assert not [f for f in watch(b.state, 12, b.cfg) if f.severity == "verdict"]
+    v = [f for f in watch(b.state, 16.5, b.cfg) if f.severity == "verdict"][0]
+    assert (v.outcome, v.rank) == (Outcome.NODE_LOST, 2)
+    assert b.state.rank(2).shown_phase is RankPhase.unreachable
+
+
+def test_page_cache_starvation_warns_with_the_numbers_and_never_suggests_dropping_caches():
+    b = Boot()
+    b.fold(Sample(ts=1, rank=0, mem_free=int(1.6 * GiB), mem_available=31 * GiB, cached=30 * GiB))
+    w = [f for f in b.findings() if f.watcher == "page-cache"][0]
+    assert "MemFree 1.6 GiB" in w.message and "Cached is 30.0 GiB" in w.message
+    assert "do NOT drop caches" in w.advice
+
+
+def test_ready_needs_every_rank_loaded_and_the_head_answering():
+    b = Boot()
+    b.read([200] * 4, 60)
+    assert not is_ready(b.state)
+    b.fold(HeadReady(ts=b.now, latency_s=0.01))
+    assert is_ready(b.state)
+
+
+def test_no_code_path_writes_drop_caches():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "orchestrator"
+    for path in root.rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".sh", ".yaml", ".yml"):
+            text = path.read_text(errors="replace")
+            assert "/proc/sys/vm/drop_caches" not in text, path
