@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 # `docker logs --timestamps` (and our process runtime) put an RFC 3339 nano timestamp first.
@@ -86,3 +87,23 @@ def parse_line(text: str) -> Progress | None:
         if pattern.search(text):
             return Progress(milestone, detail=text.strip()[:200])
     return None
+
+
+def timestamp_ns(ts: str) -> int:
+    """An RFC 3339 timestamp as integer nanoseconds since the epoch, for ordering.
+
+    String comparison is not enough: RFC3339Nano trims trailing zeros (".1234Z" vs ".12345Z").
+    """
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", ts)
+    if not m:
+        return 0
+    base = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) == "Z" else m.group(3)))
+    frac = (m.group(2) or "").ljust(9, "0")[:9]
+    return int(base.timestamp()) * 1_000_000_000 + int(frac)
+
+
+def line_timestamp_ns(line: bytes | str) -> int:
+    """The leading Docker timestamp of a raw line in nanoseconds; 0 when it has none."""
+    text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+    m = DOCKER_TS.match(text)
+    return timestamp_ns(m.group(1)) if m else 0

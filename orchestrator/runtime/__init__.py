@@ -1,0 +1,1 @@
+"""How a rank runs: Docker containers (Sparks, the testbed) or detached processes (simulated)."""

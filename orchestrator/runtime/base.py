@@ -1,0 +1,84 @@
+"""The runtime interface: start a rank detached, follow its output, read its exit state, stop it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.models.inventory import Node
+
+STREAMS = ("stdout", "stderr")
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """Everything needed to run one rank on its node, from the launch plan."""
+
+    rank: int
+    node: Node
+    name: str  # container name (docker) or process folder name; deterministic per run and rank
+    argv: tuple[str, ...]  # the engine's program and arguments
+    env: Mapping[str, str] = field(default_factory=dict)
+    docker_run: tuple[str, ...] = ()  # the whole `docker run -d ...` argv (docker runtime)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExitState:
+    """What the runtime says about a rank's process."""
+
+    status: str  # created, running, exited, missing
+    exit_code: int | None = None
+    oom_killed: bool = False
+    signal: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status in ("created", "running", "restarting")
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "oom_killed": self.oom_killed,
+            "signal": self.signal,
+            "finished_at": self.finished_at,
+        }
+
+
+@dataclass(frozen=True)
+class NodeSample:
+    """One reading of a rank's node (meminfo) and its processes (I/O counters)."""
+
+    mem_free: int | None
+    mem_available: int | None
+    cached: int | None
+    dirty: int | None
+    rchar: int | None
+    read_bytes: int | None
+    loadavg: float | None = None
+
+
+class Runtime(Protocol):
+    async def start(self, spec: RankSpec) -> None:
+        """Start detached; a rank that fails to start raises (nothing is removed)."""
+        ...
+
+    def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, bytes]]:
+        """Yield (stream, raw line) as `docker logs --timestamps` prints them, from `since`
+        (an RFC 3339 timestamp, inclusive) on; ends when the rank has exited and all is read."""
+        ...
+
+    async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
+        """The node's whole record of the rank's output, per stream, for reconciliation."""
+        ...
+
+    async def state(self, spec: RankSpec) -> ExitState: ...
+
+    async def inspect(self, spec: RankSpec) -> dict[str, Any]: ...
+
+    async def sample(self, spec: RankSpec) -> NodeSample: ...
+
+    async def stop(self, spec: RankSpec, *, remove: bool = False) -> None: ...

@@ -1,0 +1,130 @@
+"""Ranks as Docker containers on their nodes, driven over the node's transport (SSH).
+
+The launch plan's `docker run -d` argv starts each rank (never `--rm`: a dead rank's container
+and log are the evidence). Output is followed with `docker logs -f --timestamps`, whose lines
+carry the RFC 3339 timestamps that make resuming exact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from importlib import resources
+from typing import Any
+
+from orchestrator.errors import BootFailed, ClusterError, CommandFailed
+from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
+from orchestrator.transport import Transport
+
+SAMPLE_TIMEOUT_S = 4.0  # under the 2 s cadence's double: a hung node shows up as a failed sample
+
+
+def _sampler_source() -> str:
+    return resources.files("orchestrator.runtime").joinpath("node_sampler.py").read_text()
+
+
+class DockerRuntime:
+    def __init__(self, transports: Mapping[str, Transport]) -> None:
+        self.transports = transports  # by node name
+        self._pids: dict[str, int] = {}
+        self._sampler = _sampler_source()
+
+    def _t(self, spec: RankSpec) -> Transport:
+        return self.transports[spec.node.name]
+
+    async def start(self, spec: RankSpec) -> None:
+        if "--rm" in spec.docker_run:
+            raise BootFailed(
+                "refusing to start a rank with --rm",
+                where=f"rank {spec.rank}",
+                hint="rank containers must outlive their process so their logs survive",
+            )
+        result = await self._t(spec).run(spec.docker_run, timeout_s=120)
+        if not result.ok:
+            raise BootFailed(
+                f"`docker run` failed on {spec.node.name} (exit {result.exit_status}): "
+                f"{(result.stderr or result.stdout).strip().splitlines()[-1:] or ['']}",
+                where=f"rank {spec.rank}",
+                hint="nothing was removed; see the container with `docker ps -a` on that node",
+            )
+
+    async def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, bytes]]:
+        argv = ["docker", "logs", "-f", "--timestamps"]
+        if since:
+            argv += ["--since", since]
+        argv.append(spec.name)
+        pending: dict[str, list[str]] = {s: [] for s in STREAMS}
+        try:
+            async for line in self._t(spec).stream(argv):
+                parts = pending[line.stream]
+                parts.append(line.text + line.end)
+                if line.end == "\n":  # the transport also cuts at \r; a log line ends at \n
+                    yield line.stream.value, "".join(parts).encode()
+                    parts.clear()
+        except CommandFailed as exc:
+            if "No such container" in exc.line():
+                return
+            raise
+        for stream, parts in pending.items():
+            if parts:
+                yield stream, ("".join(parts) + "\n").encode()
+
+    async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
+        result = await self._t(spec).run(
+            ["docker", "logs", "--timestamps", spec.name], timeout_s=300
+        )
+        return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
+
+    async def state(self, spec: RankSpec) -> ExitState:
+        result = await self._t(spec).run(
+            ["docker", "inspect", "--format", "{{json .State}}", spec.name], timeout_s=30
+        )
+        if not result.ok:
+            if "No such" in result.stderr:
+                return ExitState(status="missing")
+            result.check()
+        data = json.loads(result.stdout)
+        if data.get("Pid"):
+            self._pids[spec.name] = int(data["Pid"])
+        status = str(data.get("Status", "unknown"))
+        exited = status in ("exited", "dead")
+        return ExitState(
+            status=status,
+            exit_code=int(data["ExitCode"]) if exited else None,
+            oom_killed=bool(data.get("OOMKilled")),
+            finished_at=data.get("FinishedAt") if exited else None,
+        )
+
+    async def inspect(self, spec: RankSpec) -> dict[str, Any]:
+        result = await self._t(spec).run(["docker", "inspect", spec.name], timeout_s=30)
+        result.check()
+        data = json.loads(result.stdout)
+        return dict(data[0]) if data else {}
+
+    async def sample(self, spec: RankSpec) -> NodeSample:
+        pid = self._pids.get(spec.name)
+        if pid is None:
+            await self.state(spec)
+            pid = self._pids.get(spec.name, 0)
+        result = await self._t(spec).run(
+            ["python3", "-c", self._sampler, str(pid)], timeout_s=SAMPLE_TIMEOUT_S, check=True
+        )
+        data = json.loads(result.stdout)
+        return NodeSample(
+            mem_free=data.get("mem_free"),
+            mem_available=data.get("mem_available"),
+            cached=data.get("cached"),
+            dirty=data.get("dirty"),
+            rchar=data.get("rchar"),
+            read_bytes=data.get("read_bytes"),
+            loadavg=data.get("loadavg"),
+        )
+
+    async def stop(self, spec: RankSpec, *, remove: bool = False) -> None:
+        t = self._t(spec)
+        try:
+            await t.run(["docker", "stop", "-t", "10", spec.name], timeout_s=60)
+            if remove:
+                await t.run(["docker", "rm", spec.name], timeout_s=60, check=True)
+        except ClusterError:
+            raise

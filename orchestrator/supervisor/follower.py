@@ -1,0 +1,189 @@
+"""Follow one rank's output into the run directory, raw, before any parsing.
+
+`rank-<k>/stdout.log` and `stderr.log` receive the lines exactly as the node's runtime prints
+them (`docker logs --timestamps`). A lost stream reconnects with `--since` the last timestamp
+kept and drops what it already has, so resuming leaves no gap and no duplicate. At the end,
+`reconcile()` compares the preserved copy with the node's whole log: bytes that had to be
+repaired are counted and reported (they should be 0), never silently papered over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from orchestrator.errors import ClusterError
+from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
+from orchestrator.supervisor.progress import line_timestamp_ns
+
+log = structlog.get_logger(__name__)
+
+OnLine = Callable[[int, str, str], None]  # (rank, stream, text without the trailing newline)
+OnTrouble = Callable[[int, str], None]  # (rank, reason) when the stream breaks
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines ending in \n, kept with it (bytes.splitlines would also cut at tqdm's \r)."""
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    return [*lines, parts[-1]] if parts[-1] else lines
+
+
+@dataclass
+class _Cursor:
+    """Where a stream's preserved copy ends: the last timestamp, and the lines kept at it."""
+
+    last_ns: int = 0
+    at_last: set[bytes] = field(default_factory=set)
+    bytes_kept: int = 0
+    lines_kept: int = 0
+
+    def admits(self, raw: bytes) -> bool:
+        ns = line_timestamp_ns(raw)
+        if ns < self.last_ns or (ns == self.last_ns and raw in self.at_last):
+            return False
+        if ns > self.last_ns:
+            self.last_ns, self.at_last = ns, set()
+        self.at_last.add(raw)
+        return True
+
+
+class Follower:
+    def __init__(
+        self,
+        runtime: Runtime,
+        spec: RankSpec,
+        rank_dir: Path,
+        on_line: OnLine,
+        on_trouble: OnTrouble | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        self.dir = rank_dir
+        self.on_line = on_line
+        self.on_trouble = on_trouble
+        self.cursors = {s: _Cursor() for s in STREAMS}
+        self.reconnects = 0
+        self.repaired_bytes = 0
+        self._files = {s: (rank_dir / f"{s}.log").open("ab") for s in STREAMS}
+        self._resume_from_disk()
+
+    def _resume_from_disk(self) -> None:
+        """After a controller restart, pick up where the preserved copy ends (reattach)."""
+        for stream in STREAMS:
+            path = self.dir / f"{stream}.log"
+            cursor = self.cursors[stream]
+            if not path.exists():
+                continue
+            data = path.read_bytes()
+            cursor.bytes_kept = len(data)
+            lines = split_lines(data)
+            cursor.lines_kept = len(lines)
+            for line in lines:
+                cursor.admits(line)
+
+    def since(self) -> str | None:
+        """The earliest last-kept timestamp among streams that have one (`--since` is inclusive)."""
+        from datetime import UTC, datetime
+
+        kept = [c.last_ns for c in self.cursors.values() if c.last_ns]
+        if not kept:
+            return None
+        ns = min(kept)
+        secs, frac = divmod(ns, 1_000_000_000)
+        return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+
+    def accept(self, stream: str, raw: bytes) -> bool:
+        cursor = self.cursors[stream]
+        if not cursor.admits(raw):
+            return False
+        fh = self._files[stream]
+        fh.write(raw)
+        cursor.bytes_kept += len(raw)
+        cursor.lines_kept += 1
+        self.on_line(self.spec.rank, stream, raw.decode("utf-8", errors="replace").rstrip("\n"))
+        return True
+
+    def flush(self) -> None:
+        for fh in self._files.values():
+            fh.flush()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Follow until the rank's output ends, reconnecting on errors; or until `stop`."""
+        attempt = 0
+        while not stop.is_set():
+            try:
+                count = 0
+                async for stream, raw in self.runtime.follow(self.spec, self.since()):
+                    self.accept(stream, raw)
+                    count += 1
+                    if count % 256 == 0:
+                        self.flush()
+                    attempt = 0
+                    if stop.is_set():
+                        break
+                self.flush()
+                state = await self.runtime.state(self.spec)
+                if not state.running:
+                    return
+                # `docker logs -f` can end while the container lives (daemon restart): resume.
+            except ClusterError as exc:
+                self.flush()
+                self.reconnects += 1
+                if self.on_trouble:
+                    self.on_trouble(self.spec.rank, exc.line())
+                log.info("follower reconnecting", rank=self.spec.rank, error=exc.line())
+            delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+            attempt += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+
+    async def reconcile(self) -> int:
+        """Compare the preserved copy with the node's whole log; repair and count the gap."""
+        self.flush()
+        full = await self.runtime.full_logs(self.spec)
+        repaired = 0
+        for stream in STREAMS:
+            path = self.dir / f"{stream}.log"
+            preserved = path.read_bytes() if path.exists() else b""
+            have: dict[bytes, int] = {}
+            for line in split_lines(preserved):
+                have[line] = have.get(line, 0) + 1
+            missing = 0
+            for line in split_lines(full[stream]):
+                if have.get(line, 0) > 0:
+                    have[line] -= 1
+                else:
+                    missing += len(line)
+            if missing:
+                self._files[stream].close()
+                path.write_bytes(full[stream])
+                self._files[stream] = path.open("ab")
+            repaired += missing
+        self.repaired_bytes += repaired
+        self.write_bookkeeping()
+        return repaired
+
+    def write_bookkeeping(self) -> None:
+        (self.dir / "follow.json").write_text(
+            json.dumps(
+                {
+                    "reconnects": self.reconnects,
+                    "repaired_bytes": self.repaired_bytes,
+                    "bytes_kept": {s: c.bytes_kept for s, c in self.cursors.items()},
+                    "lines_kept": {s: c.lines_kept for s, c in self.cursors.items()},
+                },
+                indent=2,
+            )
+        )
+
+    def close(self) -> None:
+        for fh in self._files.values():
+            fh.close()

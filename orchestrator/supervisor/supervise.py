@@ -1,0 +1,269 @@
+"""The one task juggler: followers, samplers and the readiness prober feed events; a tick
+folds them, asks the watchers, writes status.json, and ends on READY or a verdict.
+
+Everything observed lands in the run directory first (rank logs, samples, events), so the
+postmortem and `cluster status` work from the folder alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from orchestrator.errors import ClusterError
+from orchestrator.models.run import (
+    Event,
+    Finding,
+    HeadReady,
+    LogLine,
+    NodeBack,
+    NodeLost,
+    Outcome,
+    RankExited,
+    RankPhase,
+    RankStarted,
+    Sample,
+)
+from orchestrator.runstore import Run
+from orchestrator.runtime.base import ExitState, RankSpec, Runtime
+from orchestrator.supervisor.follower import Follower
+from orchestrator.supervisor.state import BootState, initial_state, reduce
+from orchestrator.supervisor.view import BootView, build_view
+from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class SuperviseConfig:
+    watch: WatchConfig
+    ready_url: str | None  # the head's readiness URL, probed from the controller
+    endpoint: str | None = None  # what to tell people once READY
+    ready_timeout_s: float = 1800.0  # from the recipe's timeouts.ready, counted from the start
+    sample_every_s: float = 2.0
+    tick_s: float = 1.0
+    drain_s: float = 3.0  # after a verdict, keep following this long so last lines land
+
+
+class Supervisor:
+    def __init__(
+        self,
+        run: Run,
+        specs: list[RankSpec],
+        runtime: Runtime,
+        cfg: SuperviseConfig,
+        *,
+        recipe: str,
+        on_view: Callable[[BootView], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.run_dir = run
+        self.specs = specs
+        self.runtime = runtime
+        self.cfg = cfg
+        self.recipe = recipe
+        self.on_view = on_view
+        self.clock = clock
+        self.state: BootState = initial_state([s.node.name for s in specs])
+        self.warned: set[tuple[str, int | None]] = set()
+        self.warnings: list[Finding] = []
+        self.container_states: dict[int, str] = {}
+        self.stop = asyncio.Event()
+        self.followers = [
+            Follower(runtime, s, run.rank_dir(s.rank), self._on_line, self._on_trouble)
+            for s in specs
+        ]
+        self.started = clock()
+
+    # -- event intake -----------------------------------------------------------------------
+
+    def fold(self, event: Event) -> None:
+        self.state = reduce(self.state, event)
+        if not isinstance(event, (LogLine, Sample)):
+            self.run_dir.append_event(event.model_dump(mode="json"))
+
+    def _on_line(self, rank: int, stream: str, text: str) -> None:
+        self.fold(LogLine(ts=self.clock(), rank=rank, stream=stream, text=text))
+
+    def _on_trouble(self, rank: int, reason: str) -> None:
+        self.run_dir.append_event({"kind": "follow_interrupted", "rank": rank, "reason": reason})
+
+    def mark_started(self, spec: RankSpec) -> None:
+        self.fold(RankStarted(ts=self.clock(), rank=spec.rank, container=spec.name))
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    async def _sample_loop(self, spec: RankSpec) -> None:
+        samples = self.run_dir.rank_dir(spec.rank) / "samples.jsonl"
+        while not self.stop.is_set():
+            started = self.clock()
+            try:
+                s = await self.runtime.sample(spec)
+                state = await self.runtime.state(spec)
+            except ClusterError as exc:
+                if self.state.rank(spec.rank).lost_since is None:
+                    log.warning("node not answering", node=spec.node.name, error=exc.line())
+                self.fold(NodeLost(ts=self.clock(), rank=spec.rank, reason=exc.line()))
+            else:
+                now = self.clock()
+                if self.state.rank(spec.rank).lost_since is not None:
+                    self.fold(NodeBack(ts=now, rank=spec.rank))
+                self.fold(
+                    Sample(
+                        ts=now,
+                        rank=spec.rank,
+                        mem_free=s.mem_free,
+                        mem_available=s.mem_available,
+                        cached=s.cached,
+                        dirty=s.dirty,
+                        rchar=s.rchar,
+                        read_bytes=s.read_bytes,
+                    )
+                )
+                with samples.open("a") as fh:
+                    fh.write(json.dumps({"ts": now, **s.__dict__}) + "\n")
+                self.container_states[spec.rank] = state.status
+                self._note_exit(spec, state)
+            elapsed = self.clock() - started
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.stop.wait(), max(self.cfg.sample_every_s - elapsed, 0.1)
+                )
+
+    def _note_exit(self, spec: RankSpec, state: ExitState) -> None:
+        r = self.state.rank(spec.rank)
+        if state.running or state.status == "missing" or r.phase is RankPhase.exited:
+            return
+        self.run_dir.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
+        self.fold(
+            RankExited(
+                ts=self.clock(),
+                rank=spec.rank,
+                exit_code=state.exit_code,
+                oom_killed=state.oom_killed,
+            )
+        )
+
+    async def _ready_loop(self) -> None:
+        url = self.cfg.ready_url
+        if url is None:
+            return
+        while not self.stop.is_set():
+            head = self.state.rank(0)
+            if head.phase.order >= RankPhase.loaded.order and head.phase is not RankPhase.exited:
+                latency = await asyncio.to_thread(_probe_http, url)
+                if latency is not None:
+                    self.fold(HeadReady(ts=self.clock(), latency_s=latency))
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.cfg.sample_every_s)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def view(self, phase: str, verdict: Finding | None = None) -> BootView:
+        return build_view(
+            self.state,
+            self.clock(),
+            self.cfg.watch,
+            run_id=self.run_dir.id,
+            recipe=self.recipe,
+            phase=phase,
+            warnings=tuple(self.warnings),
+            verdict=verdict,
+            endpoint=self.cfg.endpoint,
+            container_states=self.container_states,
+        )
+
+    def _publish(self, phase: str, verdict: Finding | None = None) -> None:
+        v = self.view(phase, verdict)
+        self.run_dir.write_status(v)
+        if self.on_view:
+            self.on_view(v)
+
+    def _judge(self) -> Finding | None:
+        now = self.clock()
+        for f in watch(self.state, now, self.cfg.watch):
+            if f.severity == "verdict":
+                return f
+            key = (f.watcher, f.rank)
+            if key not in self.warned:
+                self.warned.add(key)
+                self.warnings.append(f)
+                self.run_dir.append_event({"kind": "warning", **f.model_dump(mode="json")})
+                log.warning(f.message, advice=f.advice)
+        if is_ready(self.state):
+            return Finding(
+                watcher="ready",
+                severity="verdict",
+                rank=None,
+                outcome=Outcome.READY,
+                message=f"all {len(self.state.ranks)} ranks loaded; the head answers "
+                f"in {self.state.head_latency_s or 0:.3f} s",
+            )
+        if now - self.started > self.cfg.ready_timeout_s:
+            behind = [r for r in self.state.ranks if not r.phase.finished_loading]
+            return Finding(
+                watcher="ready",
+                severity="verdict",
+                rank=behind[0].rank if behind else 0,
+                outcome=Outcome.READY_TIMEOUT,
+                message=f"not ready after {self.cfg.ready_timeout_s:.0f} s (timeouts.ready)",
+                advice="see each rank's phase above; raise timeouts.ready if the load is slow "
+                "but moving",
+            )
+        return None
+
+    async def supervise(self) -> Finding:
+        tasks = [asyncio.create_task(f.run(self.stop)) for f in self.followers]
+        tasks += [asyncio.create_task(self._sample_loop(s)) for s in self.specs]
+        tasks.append(asyncio.create_task(self._ready_loop()))
+        verdict: Finding | None = None
+        lock = self.run_dir.acquire_lock()
+        try:
+            while verdict is None:
+                await asyncio.sleep(self.cfg.tick_s)
+                lock.beat()
+                verdict = self._judge()
+                self._publish("booting")
+            if verdict.outcome is not Outcome.READY:
+                await asyncio.sleep(self.cfg.drain_s)  # let the last lines and exits land
+                later = self._judge()
+                if later and later.outcome is not Outcome.READY and later.watcher == "barrier":
+                    verdict = later  # the barrier explains exits that followed it
+        finally:
+            self.stop.set()
+            for t in tasks:
+                with contextlib.suppress(asyncio.TimeoutError, Exception):
+                    await asyncio.wait_for(t, 10)
+            for f in self.followers:
+                with contextlib.suppress(ClusterError):
+                    await f.reconcile()
+                f.close()
+            lock.release()
+        phase = "ready" if verdict.outcome is Outcome.READY else "failed"
+        self._publish(phase, verdict)
+        self.run_dir.append_event({"kind": "verdict", **verdict.model_dump(mode="json")})
+        return verdict
+
+    @property
+    def repaired_bytes(self) -> int:
+        return sum(f.repaired_bytes for f in self.followers)
+
+
+def _probe_http(url: str) -> float | None:
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 — http to our head
+            if 200 <= resp.status < 300:
+                return time.monotonic() - started
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return None

@@ -1,0 +1,191 @@
+"""The per-rank view of a boot: one model for status.json, `--json`, and the live table.
+
+`cluster boot` and `cluster status --watch` render the same `BootView` with `render_table`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.models.run import Finding
+from orchestrator.supervisor.state import BootState, RankState
+from orchestrator.supervisor.watchers import WatchConfig
+
+GiB = 2**30
+MB = 10**6
+
+
+class RankRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    rank: int
+    node: str
+    container: str = ""
+    container_state: str = ""
+    phase: str
+    progress_pct: float | None = None
+    bytes_read: int = 0
+    expected_bytes: int | None = None
+    rate_bps: float | None = None
+    eta_s: float | None = None
+    mem_free: int | None = None
+    mem_available: int | None = None
+    cached: int | None = None
+    barrier_slack_s: float | None = None
+    last_line: str = ""
+    signal_age_s: float | None = None
+    exit_code: int | None = None
+    oom_killed: bool = False
+    unreachable: str = ""
+
+
+class BootView(BaseModel):
+    """The document behind status.json and `cluster status --json` (docs/status.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = 1
+    run_id: str
+    recipe: str
+    source: Literal["supervisor", "live"] = "supervisor"
+    updated: float
+    phase: str  # booting, ready, failed, stopped
+    outcome: str | None = None
+    endpoint: str | None = None
+    head_latency_s: float | None = None
+    ranks: tuple[RankRow, ...]
+    warnings: tuple[Finding, ...] = ()
+    verdict: Finding | None = None
+
+
+def barrier_slack(s: BootState, r: RankState, now: float, cfg: WatchConfig) -> float | None:
+    """Seconds between the rank's predicted finish and the barrier deadline (>0: in time)."""
+    if s.first_load_end_at is None or r.phase.finished_loading:
+        return None
+    deadline = s.first_load_end_at + cfg.barrier_window_s
+    eta = r.eta_s(cfg.expected_bytes_per_rank)
+    if eta is None:
+        return deadline - now
+    return deadline - (now + eta)
+
+
+def build_view(
+    s: BootState,
+    now: float,
+    cfg: WatchConfig,
+    *,
+    run_id: str,
+    recipe: str,
+    phase: str,
+    warnings: tuple[Finding, ...] = (),
+    verdict: Finding | None = None,
+    endpoint: str | None = None,
+    container_states: dict[int, str] | None = None,
+) -> BootView:
+    exp = cfg.expected_bytes_per_rank
+    rows = []
+    for r in s.ranks:
+        frac = r.load_fraction(exp)
+        rows.append(
+            RankRow(
+                rank=r.rank,
+                node=r.node,
+                container=r.container,
+                container_state=(container_states or {}).get(r.rank, ""),
+                phase=r.shown_phase.value,
+                progress_pct=None if frac is None else round(100 * frac, 1),
+                bytes_read=r.bytes_read,
+                expected_bytes=exp,
+                rate_bps=r.read_rate,
+                eta_s=r.eta_s(exp),
+                mem_free=r.mem_free,
+                mem_available=r.mem_available,
+                cached=r.cached,
+                barrier_slack_s=barrier_slack(s, r, now, cfg),
+                last_line=r.last_line[-160:],
+                signal_age_s=None if r.last_signal_at is None else now - r.last_signal_at,
+                exit_code=r.exit_code,
+                oom_killed=r.oom_killed,
+                unreachable=r.lost_reason if r.lost_since is not None else "",
+            )
+        )
+    return BootView(
+        run_id=run_id,
+        recipe=recipe,
+        updated=now,
+        phase=phase,
+        outcome=verdict.outcome.value if verdict and verdict.outcome else None,
+        endpoint=endpoint,
+        head_latency_s=s.head_latency_s,
+        ranks=tuple(rows),
+        warnings=warnings,
+        verdict=verdict,
+    )
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GiB:.1f}"
+
+
+def _dur(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "-"
+    s = max(s, 0)
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+_PHASE_STYLE = {
+    "serving": "green",
+    "warming": "green",
+    "loaded": "green",
+    "loading": "cyan",
+    "exited": "red",
+    "unreachable": "red",
+}
+
+
+def render_table(view: BootView) -> Table:
+    title = f"{view.recipe} · run {view.run_id} · {view.phase}"
+    if view.source == "live":
+        title += " · derived live from the nodes"
+    table = Table(title=title, title_justify="left", expand=False)
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("rank", "right"),
+        ("node", "left"),
+        ("phase", "left"),
+        ("load", "right"),
+        ("read", "right"),
+        ("rate", "right"),
+        ("ETA", "right"),
+        ("MemFree/Avail/Cached GiB", "right"),
+        ("barrier slack", "right"),
+        ("last line", "left"),
+    )
+    for col, just in columns:
+        table.add_column(col, justify=just, overflow="ellipsis", no_wrap=(col != "last line"))
+    for r in view.ranks:
+        phase = r.phase
+        if r.exit_code is not None:
+            phase += f" ({'OOMKilled' if r.oom_killed else r.exit_code})"
+        slack = r.barrier_slack_s
+        slack_text = Text(_dur(slack) if slack is None or slack >= 0 else f"-{_dur(-slack)}")
+        if slack is not None and slack < 0:
+            slack_text.stylize("bold red")
+        table.add_row(
+            str(r.rank),
+            r.node,
+            Text(phase, style=_PHASE_STYLE.get(r.phase, "")),
+            "-" if r.progress_pct is None else f"{r.progress_pct:.0f}%",
+            f"{r.bytes_read / GiB:.2f} GiB" if r.bytes_read else "-",
+            "-" if not r.rate_bps else f"{r.rate_bps / MB:.0f} MB/s",
+            _dur(r.eta_s),
+            f"{_gib(r.mem_free)}/{_gib(r.mem_available)}/{_gib(r.cached)}",
+            slack_text,
+            Text(r.unreachable or r.last_line[-80:]),
+        )
+    return table
