@@ -17,6 +17,7 @@ from typer.exceptions import TyperException
 from orchestrator import __version__
 from orchestrator.cli import inventory as inventory_cmd
 from orchestrator.cli import recipes as recipes_cmd
+from orchestrator.cli import runs as runs_cmd
 from orchestrator.cli.output import err_console
 from orchestrator.errors import ClusterError, ExitCode
 from orchestrator.logging import LogFormat, configure_logging
@@ -31,6 +32,8 @@ app = typer.Typer(
 )
 app.add_typer(inventory_cmd.app, name="inventory")
 app.add_typer(recipes_cmd.app, name="recipes")
+app.command("runs")(runs_cmd.runs)
+app.command("logs")(runs_cmd.logs)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,86 @@
+"""`cluster runs` and `cluster logs`: what earlier and current runs kept, from any terminal."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.output import console, print_json
+from orchestrator.errors import ConfigError, RunStoreError
+from orchestrator.runlogs import follow_lines, list_runs, merged_lines, rank_log_paths
+from orchestrator.runstore import Run, RunStore
+
+RunOpt = Annotated[
+    str | None,
+    typer.Option("--run", help="run id or run directory (default: the newest run)"),
+]
+
+
+def store_for(inventory: str | None) -> RunStore:
+    """The inventory's cluster_runs_dir, else the default under $XDG_STATE_HOME."""
+    inv = open_inventory(inventory, quiet=True)
+    return RunStore(inv.runs_dir)
+
+
+def pick_run(store: RunStore, ref: str | None) -> Run:
+    if ref:
+        return store.open(ref)
+    run = store.latest()
+    if run is None:
+        raise RunStoreError(
+            "no runs yet", where=str(store.root), hint="start one with `cluster boot RECIPE`"
+        )
+    return run
+
+
+def runs(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
+    """The run directories, newest first: recipe, start, outcome, duration."""
+    summaries = list_runs(store_for(inventory))
+    if json_out:
+        print_json([s.model_dump(mode="json") for s in summaries])
+        return
+    table = Table(title="runs", title_justify="left")
+    for col in ("run", "recipe", "started (UTC)", "outcome", "duration", "supervisor"):
+        table.add_column(col)
+    for s in summaries:
+        table.add_row(
+            s.run_id,
+            s.recipe or "-",
+            s.started[:19].replace("T", " "),
+            s.outcome or "-",
+            "-" if s.duration_s is None else f"{s.duration_s:.0f}s",
+            "alive" if s.supervisor_alive else "-",
+        )
+    console.print(table)
+
+
+def logs(
+    inventory: InventoryOpt = None,
+    run: RunOpt = None,
+    rank: Annotated[int | None, typer.Option("--rank", help="one rank's log")] = None,
+    all_ranks: Annotated[bool, typer.Option("--all", help="every rank, merged by time")] = False,
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="keep printing new lines")] = False,
+    since: Annotated[
+        str | None, typer.Option("--since", help="RFC 3339 time, e.g. 2026-11-29T15:31:00Z")
+    ] = None,
+) -> None:
+    """Preserved rank logs from the run directory (both streams, in time order)."""
+    r = pick_run(store_for(inventory), run)
+    known = list(rank_log_paths(r))
+    if not known:
+        raise RunStoreError("this run has no rank logs yet", where=str(r.dir))
+    if rank is not None and rank not in known:
+        raise ConfigError(f"no rank {rank} in run {r.id} (ranks: {known})", where=str(r.dir))
+    ranks = known if all_ranks or rank is None else [rank]
+    prefix = len(ranks) > 1
+    for k, line in merged_lines(r, ranks, since):
+        print(f"[rank {k}] {line}" if prefix else line)
+    if follow:
+        try:
+            for k, line in follow_lines(r, ranks):
+                print(f"[rank {k}] {line}" if prefix else line, flush=True)
+        except KeyboardInterrupt:
+            return
