@@ -62,7 +62,7 @@ def test_a_stopped_sshd_is_named_as_connection_refused_and_the_other_seven_still
 ):
     tb = clean_testbed
     tb.stop_daemon(3, "sshd")
-    code, report, err = check(tb.inventory)
+    code, report, _err = check(tb.inventory)
     assert code == 3
     by = rows(report)
     bad = by[tb.node(3).name]
@@ -89,7 +89,7 @@ def test_a_changed_host_key_is_refused_naming_the_node_and_the_known_hosts_file(
     forged = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()[:2]
     lines = []
     for line in tb.known_hosts.read_text().splitlines():
-        hosts, *key = line.split()
+        hosts, *_key = line.split()
         if target.mgmt_addr in hosts.split(",") or target.name in hosts.split(","):
             line = f"{hosts} {' '.join(forged)}"
         lines.append(line)
@@ -102,7 +102,7 @@ def test_a_changed_host_key_is_refused_naming_the_node_and_the_known_hosts_file(
             f"cluster_known_hosts: {known}",
         )
     )
-    code, report, err = check(inv)
+    code, report, _err = check(inv)
     assert code == 3
     bad = rows(report)[target.name]
     assert bad["reason"] == "host-key"
@@ -138,7 +138,7 @@ def test_a_cut_fabric_link_is_reported_down_while_management_still_reaches_the_n
 ):
     tb = clean_testbed
     tb.cut_link(6, "fabric")
-    code, report, err = check(tb.inventory)
+    code, report, _err = check(tb.inventory)
     assert code == 3
     bad = rows(report)[tb.node(6).name]
     assert bad["reachable"]  # SSH over management still works
