@@ -137,7 +137,7 @@ def test_a_node_silent_past_the_grace_period_is_named_lost():
     b = Boot()
     b.fold(NodeLost(ts=10, rank=2, reason="connection lost"))
     assert not [f for f in watch(b.state, 12, b.cfg) if f.severity == "verdict"]
-    v = [f for f in watch(b.state, 16.5, b.cfg) if f.severity == "verdict"][0]
+    v = next(f for f in watch(b.state, 16.5, b.cfg) if f.severity == "verdict")
     assert (v.outcome, v.rank) == (Outcome.NODE_LOST, 2)
     assert b.state.rank(2).shown_phase is RankPhase.unreachable
 
@@ -145,7 +145,7 @@ def test_a_node_silent_past_the_grace_period_is_named_lost():
 def test_page_cache_starvation_warns_with_the_numbers_and_never_suggests_dropping_caches():
     b = Boot()
     b.fold(Sample(ts=1, rank=0, mem_free=int(1.6 * GiB), mem_available=31 * GiB, cached=30 * GiB))
-    w = [f for f in b.findings() if f.watcher == "page-cache"][0]
+    w = next(f for f in b.findings() if f.watcher == "page-cache")
     assert "MemFree 1.6 GiB" in w.message and "Cached is 30.0 GiB" in w.message
     assert "do NOT drop caches" in w.advice
 
