@@ -15,9 +15,15 @@ import typer
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
+from orchestrator.cli import image as image_cmd
+from orchestrator.cli import boot as boot_cmd
 from orchestrator.cli import inventory as inventory_cmd
+from orchestrator.cli import nccl_check as nccl_check_cmd
+from orchestrator.cli import postmortem as postmortem_cmd
+from orchestrator.cli import preflight as preflight_cmd
 from orchestrator.cli import recipes as recipes_cmd
 from orchestrator.cli import runs as runs_cmd
+from orchestrator.cli import sim as sim_cmd
 from orchestrator.cli.output import err_console
 from orchestrator.errors import ClusterError, ExitCode
 from orchestrator.logging import LogFormat, configure_logging
@@ -30,10 +36,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("boot")(boot_cmd.boot_cmd)
 app.add_typer(inventory_cmd.app, name="inventory")
+app.add_typer(image_cmd.app, name="image")
 app.add_typer(recipes_cmd.app, name="recipes")
+app.add_typer(sim_cmd.app, name="sim")
+app.command("preflight")(preflight_cmd.preflight)
+app.command("nccl-check")(nccl_check_cmd.nccl_check)
 app.command("runs")(runs_cmd.runs)
 app.command("logs")(runs_cmd.logs)
+app.command("postmortem")(postmortem_cmd.postmortem)
 
 
 def _version(value: bool) -> None:

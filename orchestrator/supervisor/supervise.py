@@ -240,9 +240,12 @@ class Supervisor:
                     verdict = later  # the barrier explains exits that followed it
         finally:
             self.stop.set()
-            for t in tasks:
-                with contextlib.suppress(asyncio.TimeoutError, Exception):
-                    await asyncio.wait_for(t, 10)
+            # Followers of ranks that keep serving never end on their own: give every task a
+            # moment to notice `stop`, then cancel what is left (all at once, not one by one).
+            _done, pending = await asyncio.wait(tasks, timeout=2)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
             for f in self.followers:
                 with contextlib.suppress(ClusterError):
                     await f.reconcile()

@@ -1,0 +1,411 @@
+"""`cluster boot`: the only place the steps of a boot are sequenced.
+
+    create the run → (simulated twin) → preflight: facts, plans, refuse on errors → image: push
+    if missing, verify, exec-readiness → start ranks (per engine order) → supervise → READY or a
+    verdict, with evidence from every node and the postmortem's diagnosis.
+
+The run directory is written at every step, so a crash anywhere leaves a readable record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from orchestrator import __version__
+from orchestrator.errors import BootFailed, ClusterError, ImageError, PreflightRefused
+from orchestrator.facts import close_transports, open_transports
+from orchestrator.launch import LaunchPlan
+from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.models.recipe import Engine, Recipe
+from orchestrator.models.run import Finding, Outcome
+from orchestrator.paths import state_dir
+from orchestrator.postmortem import postmortem_run
+from orchestrator.postmortem.model import Diagnosis
+from orchestrator.preflight import run_preflight
+from orchestrator.probes.tcp import connect_probe
+from orchestrator.recipes import resolve_recipe
+from orchestrator.runstore import Run, RunStore
+from orchestrator.runtime.base import RankSpec, Runtime
+from orchestrator.runtime.docker import DockerRuntime
+from orchestrator.runtime.process import ProcessRuntime
+from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
+from orchestrator.supervisor.view import BootView
+from orchestrator.supervisor.watchers import WatchConfig
+from orchestrator.transport import ConnectOptions, Transport
+
+log = structlog.get_logger(__name__)
+SIM_SCALE_DEFAULT = "default"
+
+
+class BootUI(Protocol):
+    """What the boot tells a person (rich in the CLI, nothing in tests)."""
+
+    def step(self, name: str, detail: str = "") -> None: ...
+
+    def view(self, view: BootView) -> None: ...
+
+
+class QuietUI:
+    def step(self, name: str, detail: str = "") -> None:
+        log.info("step", name=name, detail=detail)
+
+    def view(self, view: BootView) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class BootOptions:
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
+    sim_scale: str | float = SIM_SCALE_DEFAULT  # the simulated twin's time scale (local only)
+    sim_weights_root: Path | None = None  # where twin weights are made; default under state
+    sim_env: dict[str, str] = field(default_factory=dict)  # e.g. CLUSTER_SIM_FAULT for drills
+    push_image: bool = True
+    process_root: Path | None = None  # the process runtime's node-side folders (tests)
+
+
+@dataclass
+class BootResult:
+    run: Run
+    verdict: Finding
+    endpoint: str | None = None
+    repaired_bytes: int = 0
+    diagnosis: Diagnosis | None = None
+    last_view: BootView | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.outcome is Outcome.READY
+
+
+def _step(run: Run, ui: BootUI, name: str, detail: str = "") -> None:
+    run.append_event({"kind": "step", "step": name, "detail": detail})
+    ui.step(name, detail)
+
+
+def write_verdict(run: Run, verdict: Finding, extra: dict[str, Any] | None = None) -> None:
+    outcome = verdict.outcome or Outcome.RANK_EXITED
+    run.write_json(
+        "verdict.json",
+        {
+            "outcome": outcome.value,
+            "exit_code": int(outcome.exit_code),
+            "category": outcome.category,
+            "rank": verdict.rank,
+            "summary": verdict.message,
+            "advice": verdict.advice,
+            "finished": datetime.now(UTC).isoformat(),
+            **(extra or {}),
+        },
+    )
+
+
+# -- the simulated twin ---------------------------------------------------------------------
+
+
+def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[str, Any]]:
+    """The built-in simulated cluster runs the recipe's twin (one rule: simulator/twin.py)."""
+    from orchestrator.simulator.twin import make_twin, twin_record
+    from orchestrator.simulator.weights import make_weights
+
+    probe = make_twin(real, options.sim_scale, python=sys.executable)
+    per_rank = probe.model.expected_bytes_per_rank or 64 * 2**20
+    root = options.sim_weights_root or state_dir() / "sim-weights"
+    weights = root / f"{real.name}-{per_rank}"
+    if not (weights / "model.safetensors.index.json").exists():
+        make_weights(weights, per_rank * real.nodes, shards=max(real.nodes * 2, 8))
+    twin = make_twin(real, options.sim_scale, python=sys.executable, weights_dir=str(weights))
+    if options.sim_env:
+        twin = twin.model_copy(update={"env": {**twin.env, **options.sim_env}})
+    return twin, twin_record(real, twin)
+
+
+# -- plans to rank specs --------------------------------------------------------------------
+
+
+def rank_specs(plan: LaunchPlan, inventory: Inventory) -> list[RankSpec]:
+    return [
+        RankSpec(
+            rank=r.rank,
+            node=inventory.node(r.node),
+            name=r.container,
+            argv=r.engine_argv,
+            env=r.env,
+            docker_run=r.docker_argv,
+            labels=r.labels,
+        )
+        for r in sorted(plan.ranks, key=lambda r: r.rank)
+    ]
+
+
+def endpoint_of(recipe: Recipe, inventory: Inventory) -> tuple[str, str]:
+    """(URL people use, readiness URL the supervisor probes) on the head's management address."""
+    head = inventory.head
+    base = f"http://{head.address}:{recipe.ports.serve}"
+    return base, base + recipe.readiness_path
+
+
+async def _wait_port(transport: Transport, address: str, port: int, deadline_s: float) -> bool:
+    """vLLM native multi-node: the workers need the head's port open before they start."""
+    probe = connect_probe(None, address, port, 2.0)
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        result = await transport.run(probe.argv, timeout_s=10)
+        if result.ok and probe.read(result).ok:
+            return True
+        await asyncio.sleep(1.0)
+    return False
+
+
+async def start_ranks(
+    run: Run,
+    ui: BootUI,
+    plan: LaunchPlan,
+    specs: list[RankSpec],
+    runtime: Runtime,
+    transports: dict[str, Transport],
+    supervisor: Supervisor,
+    port_wait_s: float,
+) -> None:
+    """Wave by wave (vLLM: the head first and its port open). A rank that fails to start stops
+    the launch; nothing is removed."""
+    by_rank = {s.rank: s for s in specs}
+    for i, wave in enumerate(plan.waves):
+        if i > 0 and plan.engine is Engine.vllm:
+            head = by_rank[0]
+            _step(run, ui, "wait-head-port", f"{plan.head_addr}:{plan.head_port}")
+            if not await _wait_port(
+                transports[head.node.name], plan.head_addr, plan.head_port, port_wait_s
+            ):
+                raise BootFailed(
+                    f"the head's port {plan.head_addr}:{plan.head_port} did not open within "
+                    f"{port_wait_s:.0f} s",
+                    where=f"rank 0 ({head.node.name})",
+                    hint="see rank-0/ in the run directory; the workers were not started",
+                )
+        for k in wave:
+            await runtime.start(by_rank[k])
+            supervisor.mark_started(by_rank[k])
+        _step(run, ui, "started", f"ranks {', '.join(map(str, wave))}")
+
+
+# -- evidence -------------------------------------------------------------------------------
+
+
+async def collect_evidence(run: Run, specs: list[RankSpec], runtime: Runtime) -> None:
+    """Each rank's exit state and inspect output, kept in its folder (best effort per rank)."""
+
+    async def one(spec: RankSpec) -> None:
+        try:
+            state = await runtime.state(spec)
+            run.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
+            run.write_json(f"rank-{spec.rank}/inspect.json", await runtime.inspect(spec))
+        except ClusterError as exc:
+            run.write_json(f"rank-{spec.rank}/evidence-error.json", {"error": exc.line()})
+
+    await asyncio.gather(*(one(s) for s in specs))
+
+
+def diagnose(run: Run) -> Diagnosis | None:
+    """The postmortem of this run directory (None if it could not be made)."""
+    try:
+        return postmortem_run(run)
+    except Exception as exc:  # the diagnosis must never hide the boot's own verdict
+        log.warning("postmortem failed", error=f"{type(exc).__name__}: {exc}")
+        return None
+
+
+# -- the boot -------------------------------------------------------------------------------
+
+
+def write_manifest(
+    run: Run,
+    real: Recipe,
+    recipe: Recipe,
+    twin: dict[str, Any] | None,
+    inventory: Inventory,
+    plans: dict[str, Any] | None = None,
+) -> None:
+    run.write_manifest(
+        {
+            "run_id": run.id,
+            "created": datetime.now(UTC).isoformat(),
+            "versions": {"cluster": __version__, "python": sys.version.split()[0]},
+            "recipe": recipe.model_dump(mode="json"),
+            "real_recipe": real.name,
+            "twin": twin,
+            "inventory": {
+                "path": str(inventory.path),
+                "sha256": inventory.sha256,
+                "name": inventory.name,
+                "connection": inventory.connection.value,
+                "nodes": [n.model_dump(mode="json") for n in inventory.nodes],
+            },
+            "plans": plans or {},
+        }
+    )
+
+
+def watch_config(recipe: Recipe) -> WatchConfig:
+    return WatchConfig(
+        barrier_window_s=float(recipe.timeouts.barrier),
+        expected_bytes_per_rank=recipe.model.expected_bytes_per_rank,
+    )
+
+
+async def boot(
+    recipe_ref: str,
+    inventory: Inventory,
+    *,
+    options: BootOptions | None = None,
+    ui: BootUI | None = None,
+    store: RunStore | None = None,
+    on_run: Callable[[Run], None] | None = None,
+) -> BootResult:
+    options = options or BootOptions()
+    ui = ui or QuietUI()
+    store = store or RunStore(inventory.runs_dir)
+    real = resolve_recipe(recipe_ref)
+    run = store.create()
+    if on_run:
+        on_run(run)
+    _step(run, ui, "run", str(run.dir))
+    recipe, twin = real, None
+    simulated = inventory.connection is Connection.local
+    if simulated:
+        _step(run, ui, "twin", f"simulated twin at scale {options.sim_scale}")
+        recipe, twin = simulated_recipe(real, options)
+    write_manifest(run, real, recipe, twin, inventory)
+
+    _step(run, ui, "preflight", f"{len(inventory.nodes)} nodes")
+    pre = await run_preflight(
+        recipe,
+        inventory,
+        options.connect,
+        run=run,
+        image_will_be_pushed=options.push_image and not simulated,
+    )
+    if pre.report.errors or pre.launch is None:
+        verdict = Finding(
+            watcher="preflight",
+            severity="verdict",
+            rank=pre.report.errors[0].rank if pre.report.errors else None,
+            outcome=Outcome.PREFLIGHT_REFUSED,
+            message=f"preflight refused the boot: {len(pre.report.errors)} problem(s); first: "
+            + (pre.report.errors[0].what if pre.report.errors else str(pre.launch_error)),
+            advice=pre.report.errors[0].fix if pre.report.errors else "",
+        )
+        write_verdict(run, verdict)
+        err = PreflightRefused(verdict.message, where=f"run {run.id}", hint=verdict.advice)
+        err.run_dir = str(run.dir)  # type: ignore[attr-defined]
+        err.report = pre.report  # type: ignore[attr-defined]
+        raise err
+    plan = pre.launch
+    write_manifest(
+        run,
+        real,
+        recipe,
+        twin,
+        inventory,
+        {
+            "rendezvous": pre.rendezvous.model_dump(mode="json"),
+            "launch": plan.model_dump(mode="json"),
+        },
+    )
+
+    transports: dict[str, Transport] = {}
+    runtime: Runtime
+    if simulated:
+        runtime = ProcessRuntime(options.process_root)
+    else:
+        if options.push_image:
+            await ensure_image(run, ui, recipe, inventory, options)
+        transports = dict(open_transports(inventory, options.connect))
+        runtime = DockerRuntime(transports)
+    specs = rank_specs(plan, inventory)
+    url, ready_url = endpoint_of(recipe, inventory)
+    supervisor = Supervisor(
+        run,
+        specs,
+        runtime,
+        SuperviseConfig(
+            watch=watch_config(recipe),
+            ready_url=ready_url,
+            endpoint=url,
+            ready_timeout_s=float(recipe.timeouts.weights + recipe.timeouts.ready),
+        ),
+        recipe=real.name,
+        on_view=ui.view,
+    )
+    try:
+        _step(run, ui, "start", f"{len(specs)} ranks, waves {list(map(list, plan.waves))}")
+        try:
+            await start_ranks(
+                run, ui, plan, specs, runtime, transports, supervisor, recipe.timeouts.connect * 4
+            )
+        except ClusterError as exc:
+            verdict = Finding(
+                watcher="start",
+                severity="verdict",
+                rank=None,
+                outcome=Outcome.RANK_EXITED,
+                message=f"launch stopped: {exc.line()}",
+                advice="nothing was removed; see the run directory",
+            )
+            await collect_evidence(run, specs, runtime)
+            write_verdict(run, verdict)
+            return BootResult(run, verdict, diagnosis=diagnose(run))
+        _step(run, ui, "supervise")
+        verdict = await supervisor.supervise()
+        if verdict.outcome is not Outcome.READY:
+            await collect_evidence(run, specs, runtime)
+        write_verdict(run, verdict, {"repaired_bytes": supervisor.repaired_bytes})
+    finally:
+        await close_transports(transports)
+    return BootResult(
+        run,
+        verdict,
+        endpoint=url if verdict.outcome is Outcome.READY else None,
+        repaired_bytes=supervisor.repaired_bytes,
+        diagnosis=None if verdict.outcome is Outcome.READY else diagnose(run),
+    )
+
+
+async def ensure_image(
+    run: Run, ui: BootUI, recipe: Recipe, inventory: Inventory, options: BootOptions
+) -> None:
+    """Push the recipe's image where it is missing, verify it, probe exec-readiness."""
+    from orchestrator.images import PushOptions, push_image
+
+    _step(run, ui, "image", recipe.image.reference)
+    report = await push_image(
+        inventory,
+        recipe.image.reference,
+        options=PushOptions(
+            expected_digest=recipe.image.digest,
+            platform=recipe.image.platform,
+            ready_window_s=float(recipe.timeouts.exec_ready),
+            connect_timeout_s=options.connect.connect_timeout_s,
+        ),
+    )
+    run.write_json("image.json", report.model_dump(mode="json"))
+    if not report.ok:
+        bad = ", ".join(f"{n.node}" for n in report.failed) or "?"
+        raise ImageError(
+            f"image {recipe.image.reference} is not ready on: {bad}",
+            where=f"run {run.id}",
+            hint=f"see {run.dir / 'image.json'}; `cluster image push` retries only what failed",
+        )
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None

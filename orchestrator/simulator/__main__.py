@@ -1,0 +1,59 @@
+"""`python -m orchestrator.simulator ENGINE [SUBCOMMAND] ARGS...`: one simulated rank.
+
+Exit codes: 0 after a clean stop; 1 when the rank fails (every Python exception the real
+engines raise ends their process with 1 too, and the barrier ValueError is one of them); 2 for
+a command line or fault spec that does not parse (argparse's code); a signal's own status when
+a fault asks for one (`exit-at=...:signal=KILL`). SIGTERM and SIGINT end a rank as they end the
+real ones.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from orchestrator.simulator.cli_args import ArgsError, parse
+from orchestrator.simulator.faults import FaultError, faults_for, parse_rate, phases_of
+from orchestrator.simulator.runner import DEFAULT_READ_RATE, ENV_READ_RATE, Rank, describe
+from orchestrator.simulator.timescale import ScaleError, resolve_scale
+from orchestrator.simulator.weights import WeightsError, find_weights
+
+
+def _usage(message: str) -> int:
+    sys.stderr.write(f"[cluster-sim] error: {message}\n")
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    env = dict(os.environ)
+    try:
+        args = parse(argv)
+        scale = resolve_scale(args.sim_scale, env)
+        faults = faults_for(args.node_rank, args.sim_faults, env)
+        rate_text = args.sim_read_rate or env.get(ENV_READ_RATE)
+        read_rate = parse_rate(rate_text) if rate_text else DEFAULT_READ_RATE
+    except (ArgsError, FaultError, ScaleError) as exc:
+        return _usage(str(exc))
+    phases = phases_of(args.engine)
+    for fault in faults:
+        if fault.phase is not None and fault.phase not in phases:
+            return _usage(
+                f"fault {fault.raw!r}: {args.engine} has no phase {fault.phase!r} "
+                f"(its phases: {', '.join(phases)})"
+            )
+        if fault.action == "slow-read" and fault.rate is not None:
+            read_rate = min(read_rate, fault.rate) if read_rate else fault.rate
+    try:
+        weights = find_weights(args.model_path, env)
+    except WeightsError as exc:
+        sys.stderr.write(f"[cluster-sim] {exc}\n")
+        return 1
+    rank = Rank(args, scale, faults, weights, read_rate, env)
+    sys.stderr.write(describe(rank) + "\n")
+    sys.stderr.flush()
+    return rank.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
