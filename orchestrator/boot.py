@@ -409,3 +409,68 @@ async def ensure_image(
 
 def load_json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
+
+
+async def resume(
+    run: Run,
+    *,
+    options: BootOptions | None = None,
+    ui: BootUI | None = None,
+) -> BootResult:
+    """`cluster supervise RUN`: supervise a run whose controller died, to READY or a verdict.
+
+    Every rank's log resumes from where the preserved copy ends (no gap, no duplicate); what
+    arrived while no supervisor ran is fetched now and reported as such, not as repaired."""
+    from orchestrator.runctx import load_context, replay_logs
+    from orchestrator.runstore import run_started_at
+
+    options = options or BootOptions()
+    ui = ui or QuietUI()
+    ctx = load_context(run)
+    transports: dict[str, Transport] = {}
+    runtime: Runtime
+    if ctx.simulated:
+        runtime = ProcessRuntime(options.process_root)
+    else:
+        transports = dict(open_transports(ctx.inventory, options.connect))
+        runtime = DockerRuntime(transports)
+    recipe = ctx.manifest.get("recipe") or {}
+    timeouts = recipe.get("timeouts") or {}
+    supervisor = Supervisor(
+        run,
+        ctx.specs,
+        runtime,
+        SuperviseConfig(
+            watch=ctx.watch,
+            ready_url=ctx.ready_url,
+            endpoint=ctx.endpoint,
+            ready_timeout_s=float(timeouts.get("weights", 3600) + timeouts.get("ready", 1800)),
+        ),
+        recipe=ctx.recipe_name,
+        on_view=ui.view,
+        resume_state=replay_logs(ctx),
+    )
+    supervisor.started = run_started_at(run)
+    kept_before = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())
+    _step(run, ui, "resume", f"run {run.id}: {kept_before} bytes already preserved")
+    run.append_event({"kind": "resumed", "bytes_preserved": kept_before})
+    try:
+        verdict = await supervisor.supervise()
+        if verdict.outcome is not Outcome.READY:
+            await collect_evidence(run, ctx.specs, runtime)
+    finally:
+        await close_transports(transports)
+    kept_after = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())
+    fetched = kept_after - kept_before - supervisor.repaired_bytes
+    write_verdict(
+        run,
+        verdict,
+        {"repaired_bytes": supervisor.repaired_bytes, "fetched_on_resume_bytes": fetched},
+    )
+    return BootResult(
+        run,
+        verdict,
+        endpoint=ctx.endpoint if verdict.outcome is Outcome.READY else None,
+        repaired_bytes=supervisor.repaired_bytes,
+        diagnosis=None if verdict.outcome is Outcome.READY else diagnose(run),
+    )

@@ -307,3 +307,9 @@ class RunStore:
     def latest(self) -> Run | None:
         runs = self.runs()
         return runs[0] if runs else None
+
+
+def run_started_at(run: Run) -> float:
+    """The run's creation time (epoch seconds), read from its id."""
+    stamp = run.id.split("-")[0]
+    return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()

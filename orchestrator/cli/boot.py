@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
@@ -49,7 +54,7 @@ class LiveUI:
             self.live.update(render_table(view))
 
 
-def _print_outcome(result: BootResult) -> None:
+def print_outcome(result: BootResult) -> None:
     v = result.verdict
     run = result.run
     if result.last_view is not None:
@@ -96,8 +101,26 @@ def boot_cmd(
     no_push: Annotated[
         bool, typer.Option("--no-push", help="do not push the image; it must be on every node")
     ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="supervise in the background; follow with `cluster status`"),
+    ] = False,
+    resume_run: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", metavar="RUN", help="supervise RUN again (as `cluster supervise`)"
+        ),
+    ] = None,
 ) -> None:
     """Boot RECIPE on every node: preflight, image, ranks, live per-rank progress, verdict."""
+    if resume_run:
+        from orchestrator.cli.operate import supervise
+
+        supervise(resume_run, inventory)
+        return
+    if detach:
+        start_detached(recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push)
+        return
     inv = open_inventory(inventory, quiet=json_out)
     from orchestrator.simulator.faults import ENV_FAULT
 
@@ -108,6 +131,17 @@ def boot_cmd(
         push_image=not no_push,
     )
     runs: list[Run] = []
+    notify = os.environ.pop(DETACH_NOTIFY_ENV, None)
+
+    def on_run(run: Run) -> None:
+        runs.append(run)
+        if notify:  # detached: our output goes with the run; tell the parent which run
+            fd = os.open(run.dir / "controller.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            Path(notify).write_text(f"{run.id}\n{run.dir}\n")
+
     show_live = console.is_terminal and not json_out
     with (
         Live(Text("starting…"), console=console, refresh_per_second=4, transient=True)
@@ -116,7 +150,7 @@ def boot_cmd(
     ):
         ui = LiveUI(live if show_live else None)
         try:
-            result = asyncio.run(boot(recipe, inv, options=options, ui=ui, on_run=runs.append))
+            result = asyncio.run(boot(recipe, inv, options=options, ui=ui, on_run=on_run))
         except KeyboardInterrupt:
             where = f" — the ranks keep running; run directory {runs[0].dir}" if runs else ""
             err_console.print(f"interrupted{where}; `cluster status` shows them")
@@ -130,7 +164,7 @@ def boot_cmd(
         verdict = json.loads((result.run.dir / "verdict.json").read_text())
         print_json({**verdict, "run_dir": str(result.run.dir), "endpoint": result.endpoint})
     else:
-        _print_outcome(result)
+        print_outcome(result)
     if not result.ok:
         outcome = result.verdict.outcome or Outcome.RANK_EXITED
         err = BootFailed(
@@ -141,6 +175,56 @@ def boot_cmd(
         err.exit_code = outcome.exit_code
         err.run_dir = str(result.run.dir)  # type: ignore[attr-defined]
         raise err
+
+
+DETACH_NOTIFY_ENV = "CLUSTER_DETACH_NOTIFY"
+
+
+def start_detached(
+    recipe: str,
+    inventory: str | None,
+    scale: str,
+    sim_fault: str | None,
+    accept_new_host_keys: bool,
+    no_push: bool,
+) -> None:
+    """Run this same boot in its own session (surviving the terminal); print how to follow it."""
+    argv = [sys.executable, "-m", "orchestrator.cli", "boot", recipe, "--scale", scale]
+    if inventory:
+        argv += ["-i", inventory]
+    if sim_fault:
+        argv += ["--sim-fault", sim_fault]
+    if accept_new_host_keys:
+        argv.append("--accept-new-host-keys")
+    if no_push:
+        argv.append("--no-push")
+    with tempfile.TemporaryDirectory() as tmp:
+        notify = Path(tmp) / "run"
+        log_path = Path(tmp) / "boot.log"
+        with log_path.open("wb") as log_fh:
+            proc = subprocess.Popen(
+                argv,
+                env={**os.environ, DETACH_NOTIFY_ENV: str(notify), "COLUMNS": "160"},
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        for _ in range(600):
+            if notify.exists() and notify.read_text().count("\n") >= 2:
+                break
+            if proc.poll() is not None:
+                raise BootFailed(
+                    f"the background boot exited ({proc.returncode}) before creating its run: "
+                    + log_path.read_text()[-400:].strip(),
+                    where=recipe,
+                )
+            time.sleep(0.1)
+        run_id, run_dir = notify.read_text().split("\n")[:2]
+    inv = f" -i {inventory}" if inventory else ""
+    console.print(f"run {run_id}: supervised in the background (pid {proc.pid})")
+    console.print(f"its output: {run_dir}/controller.log")
+    console.print(f"follow it:  cluster status --watch --run {run_id}{inv}")
 
 
 class _Null:

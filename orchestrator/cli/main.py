@@ -15,10 +15,11 @@ import typer
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
-from orchestrator.cli import image as image_cmd
 from orchestrator.cli import boot as boot_cmd
+from orchestrator.cli import image as image_cmd
 from orchestrator.cli import inventory as inventory_cmd
 from orchestrator.cli import nccl_check as nccl_check_cmd
+from orchestrator.cli import operate as operate_cmd
 from orchestrator.cli import postmortem as postmortem_cmd
 from orchestrator.cli import preflight as preflight_cmd
 from orchestrator.cli import recipes as recipes_cmd
@@ -44,6 +45,10 @@ app.add_typer(sim_cmd.app, name="sim")
 app.command("preflight")(preflight_cmd.preflight)
 app.command("nccl-check")(nccl_check_cmd.nccl_check)
 app.command("runs")(runs_cmd.runs)
+app.command("status")(operate_cmd.status)
+app.command("supervise")(operate_cmd.supervise)
+app.command("stop")(operate_cmd.stop)
+app.command("prune")(operate_cmd.prune_cmd)
 app.command("logs")(runs_cmd.logs)
 app.command("postmortem")(postmortem_cmd.postmortem)
 

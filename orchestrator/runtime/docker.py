@@ -75,6 +75,18 @@ class DockerRuntime:
         )
         return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
 
+    async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
+        result = await self._t(spec).run(
+            ["docker", "logs", "--timestamps", "--tail", str(lines), spec.name], timeout_s=30
+        )
+        result.check()
+        return [
+            (stream, line.encode() + b"\n")
+            for stream, text in (("stdout", result.stdout), ("stderr", result.stderr))
+            for line in text.split("\n")
+            if line
+        ]
+
     async def state(self, spec: RankSpec) -> ExitState:
         result = await self._t(spec).run(
             ["docker", "inspect", "--format", "{{json .State}}", spec.name], timeout_s=30

@@ -122,6 +122,20 @@ class ProcessRuntime:
             for s in STREAMS
         }
 
+    async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
+        out: list[tuple[str, bytes]] = []
+        for stream in STREAMS:
+            path = self.rank_dir(spec) / f"{stream}.log"
+            if not path.exists():
+                continue
+            with path.open("rb") as fh:
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(max(size - 256 * 1024, 0))
+                data = fh.read()
+            out += [(stream, raw + b"\n") for raw in data.split(b"\n")[:-1][-lines:]]
+        return out
+
     async def inspect(self, spec: RankSpec) -> dict[str, Any]:
         state = await self.state(spec)
         pids = self._pids(spec)

@@ -64,6 +64,7 @@ class Supervisor:
         recipe: str,
         on_view: Callable[[BootView], None] | None = None,
         clock: Callable[[], float] = time.time,
+        resume_state: BootState | None = None,
     ) -> None:
         self.run_dir = run
         self.specs = specs
@@ -72,7 +73,8 @@ class Supervisor:
         self.recipe = recipe
         self.on_view = on_view
         self.clock = clock
-        self.state: BootState = initial_state([s.node.name for s in specs])
+        # A resumed supervisor starts from what the preserved logs already say.
+        self.state: BootState = resume_state or initial_state([s.node.name for s in specs])
         self.warned: set[tuple[str, int | None]] = set()
         self.warnings: list[Finding] = []
         self.container_states: dict[int, str] = {}

@@ -1,0 +1,130 @@
+"""Operate a boot from any terminal: `cluster status`, `supervise`, `stop`, `prune`."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+from rich.live import Live
+
+from orchestrator.boot import BootOptions, resume
+from orchestrator.cli.boot import LiveUI, print_outcome
+from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.runs import RunOpt, pick_run, store_for
+from orchestrator.errors import BootFailed, ConfigError
+from orchestrator.models.run import Outcome
+from orchestrator.runctx import load_context
+from orchestrator.runstore import RunStore
+from orchestrator.status import current_view
+from orchestrator.stop import find_leftovers, prune, stop_run
+from orchestrator.supervisor.view import render_table
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
+
+
+def status(
+    inventory: InventoryOpt = None,
+    run: RunOpt = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="refresh in place until Ctrl-C")
+    ] = False,
+    json_out: JsonOpt = False,
+    interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+) -> None:
+    """One row per rank: phase, load progress, memory, barrier slack, last line.
+
+    From the running supervisor's status.json when one is alive, else derived live from the
+    nodes (the table's title says which)."""
+    ctx = load_context(pick_run(store_for(inventory), run))
+    if json_out:
+        print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
+        return
+    if not watch:
+        console.print(render_table(asyncio.run(current_view(ctx))))
+        return
+    with Live(console=console, refresh_per_second=2, screen=False) as live:
+        try:
+            while True:
+                live.update(render_table(asyncio.run(current_view(ctx))))
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+
+
+def supervise(
+    run: Annotated[str, typer.Argument(help="run id or run directory")],
+    inventory: InventoryOpt = None,
+) -> None:
+    """Supervise a run again after its controller died: resume every rank's log where the
+    preserved copy ends, and carry on to READY or a verdict."""
+    r = pick_run(store_for(inventory), run)
+    ui = LiveUI(None)
+    result = asyncio.run(resume(r, options=BootOptions(), ui=ui))
+    result.last_view = ui.last
+    print_outcome(result)
+    if not result.ok:
+        outcome = result.verdict.outcome or Outcome.RANK_EXITED
+        err = BootFailed(f"{outcome.value}: {result.verdict.message}", where=f"run {r.id}")
+        err.exit_code = outcome.exit_code
+        raise err
+
+
+def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False) -> None:
+    """Save every rank's complete log and inspect output into the run directory, then stop and
+    remove that run's containers (only those: matched by the run's labels)."""
+    r = pick_run(store_for(inventory), run)
+    ctx = load_context(r)
+    names = ", ".join(f"{s.name}@{s.node.name}" for s in ctx.specs)
+    if not yes and not typer.confirm(f"stop and remove run {r.id}'s ranks ({names})?"):
+        raise typer.Abort()
+    report = asyncio.run(stop_run(ctx))
+    console.print(
+        f"run {r.id}: saved logs of {len(report.saved)} ranks into {r.dir}; "
+        f"removed {len(report.removed)} containers"
+    )
+    for p in report.problems:
+        err_console.print(f"[red]{p}[/]")
+    if report.problems:
+        raise BootFailed(
+            f"{len(report.problems)} rank(s) not stopped cleanly",
+            where=f"run {r.id}",
+            hint="what could not be saved was not removed; run `cluster stop` again",
+        )
+
+
+_AGE = re.compile(r"^(\d+)([smhd])$")
+
+
+def parse_age(text: str) -> timedelta:
+    m = _AGE.match(text.strip())
+    if not m:
+        raise ConfigError(f"--older-than {text!r}: expected e.g. 30m, 12h, 7d")
+    n, unit = int(m.group(1)), m.group(2)
+    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+
+
+def prune_cmd(
+    inventory: InventoryOpt = None,
+    older_than: Annotated[str, typer.Option("--older-than", help="e.g. 12h, 7d")] = "0s",
+    yes: YesOpt = False,
+) -> None:
+    """Remove containers earlier runs left behind (a failed boot keeps them as evidence),
+    after saving their logs and inspect output into their runs."""
+    inv = open_inventory(inventory)
+    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
+    if not leftovers:
+        console.print("nothing to prune")
+        return
+    for item in leftovers:
+        console.print(
+            f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+        )
+    if not yes and not typer.confirm(f"save logs and remove these {len(leftovers)} containers?"):
+        raise typer.Abort()
+    for line in asyncio.run(prune(inv, leftovers, RunStore(inv.runs_dir))):
+        console.print(line)

@@ -1,0 +1,133 @@
+"""A run rebuilt from its directory: the recipe, inventory and rank specs it was started with,
+and the state its preserved logs imply. What `cluster status` (live), `cluster supervise`,
+`cluster stop` and `cluster logs` share.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import RunStoreError
+from orchestrator.inventory import load_inventory
+from orchestrator.launch import LaunchPlan
+from orchestrator.models.inventory import Connection, Inventory, Node
+from orchestrator.models.run import LogLine, RankStarted
+from orchestrator.runstore import Run
+from orchestrator.runtime.base import RankSpec
+from orchestrator.supervisor.follower import split_lines
+from orchestrator.supervisor.progress import line_timestamp_ns
+from orchestrator.supervisor.state import BootState, initial_state, reduce
+from orchestrator.supervisor.watchers import WatchConfig
+
+
+@dataclass(frozen=True)
+class RunContext:
+    run: Run
+    manifest: dict[str, Any]
+    inventory: Inventory
+    plan: LaunchPlan
+    specs: list[RankSpec]
+    watch: WatchConfig
+    recipe_name: str
+    serve_port: int
+    readiness_path: str
+
+    @property
+    def simulated(self) -> bool:
+        return self.inventory.connection is Connection.local
+
+    @property
+    def ready_url(self) -> str:
+        return f"http://{self.inventory.head.address}:{self.serve_port}{self.readiness_path}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.inventory.head.address}:{self.serve_port}"
+
+
+def load_context(run: Run) -> RunContext:
+    """Everything needed to act on a run again, from its manifest alone."""
+    if not run.manifest_path.exists():
+        raise RunStoreError("the run has no manifest.json", where=str(run.dir))
+    manifest = run.read_manifest()
+    launch = (manifest.get("plans") or {}).get("launch")
+    if not launch:
+        raise RunStoreError(
+            "this run never got past preflight: no ranks were started",
+            where=str(run.dir),
+            hint=f"`cluster postmortem {run.id}` explains why",
+        )
+    plan = LaunchPlan.model_validate(launch)
+    inv_data = manifest["inventory"]
+    inv_path = Path(inv_data["path"])
+    if inv_path.exists():
+        inventory = load_inventory(inv_path)
+    else:  # a copied run: rebuild from the snapshot
+        inventory = Inventory(
+            path=inv_path,
+            sha256=inv_data.get("sha256", ""),
+            name=inv_data.get("name", "cluster"),
+            connection=Connection(inv_data.get("connection", "ssh")),
+            known_hosts=None,
+            runs_dir=None,
+            nodes=tuple(Node.model_validate(n) for n in inv_data["nodes"]),
+        )
+    recipe = manifest.get("recipe") or {}
+    specs = [
+        RankSpec(
+            rank=r.rank,
+            node=inventory.node(r.node),
+            name=r.container,
+            argv=r.engine_argv,
+            env=r.env,
+            docker_run=r.docker_argv,
+            labels=r.labels,
+        )
+        for r in sorted(plan.ranks, key=lambda r: r.rank)
+    ]
+    timeouts = recipe.get("timeouts") or {}
+    model = recipe.get("model") or {}
+    return RunContext(
+        run=run,
+        manifest=manifest,
+        inventory=inventory,
+        plan=plan,
+        specs=specs,
+        watch=WatchConfig(
+            barrier_window_s=float(timeouts.get("barrier", 480)),
+            expected_bytes_per_rank=model.get("expected_bytes_per_rank"),
+        ),
+        recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
+        serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),
+        readiness_path=str(recipe.get("readiness_path", "/health")),
+    )
+
+
+def replay_logs(ctx: RunContext) -> BootState:
+    """The state the preserved rank logs imply, every line at its own Docker timestamp."""
+    state = initial_state([s.node.name for s in ctx.specs])
+    for spec in ctx.specs:
+        state = reduce(state, RankStarted(ts=0.0, rank=spec.rank, container=spec.name))
+    lines: list[tuple[int, int, str, str]] = []
+    for spec in ctx.specs:
+        for stream in ("stdout", "stderr"):
+            path = ctx.run.dir / f"rank-{spec.rank}" / f"{stream}.log"
+            if not path.exists():
+                continue
+            for raw in split_lines(path.read_bytes()):
+                lines.append(
+                    (line_timestamp_ns(raw), spec.rank, stream, raw.decode(errors="replace"))
+                )
+    for ns, rank, stream, text in sorted(lines, key=lambda x: x[0]):
+        state = reduce(
+            state,
+            LogLine(ts=ns / 1e9, rank=rank, stream=stream, text=text.rstrip("\n")),
+        )
+    return state
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,139 @@
+"""`cluster status`: the per-rank view of a run, from its live supervisor or from the nodes.
+
+When a supervisor holds the run (fresh heartbeat), its `status.json` is the answer. Otherwise
+the same view is derived live: the preserved logs replayed, then each node asked now (container
+state, the tail of the rank's log, a memory and I/O sample). A node that cannot be asked is
+that rank's row, marked unreachable with the reason; the other rows stay live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+
+from orchestrator.errors import ClusterError
+from orchestrator.facts import close_transports, open_transports
+from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, Sample
+from orchestrator.runctx import RunContext, read_json, replay_logs
+from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
+from orchestrator.runtime.docker import DockerRuntime
+from orchestrator.runtime.process import ProcessRuntime
+from orchestrator.supervisor.progress import line_timestamp_ns
+from orchestrator.supervisor.state import BootState, reduce
+from orchestrator.supervisor.view import BootView, build_view
+from orchestrator.transport import ConnectOptions, Transport
+
+TAIL_LINES = 200
+
+
+def supervisor_view(ctx: RunContext) -> BootView | None:
+    """The live supervisor's own view, when one holds the run."""
+    if not ctx.run.supervisor_alive():
+        return None
+    data = ctx.run.read_status()
+    return BootView.model_validate(data) if data else None
+
+
+def runtime_for(
+    ctx: RunContext, options: ConnectOptions
+) -> tuple[Runtime, Mapping[str, Transport]]:
+    if ctx.simulated:
+        return ProcessRuntime(), {}
+    transports = open_transports(ctx.inventory, options)
+    return DockerRuntime(transports), transports
+
+
+async def _ask(
+    runtime: Runtime, spec: RankSpec
+) -> tuple[ExitState, NodeSample | None, list[tuple[str, bytes]]] | ClusterError:
+    try:
+        state = await runtime.state(spec)
+        tail = await runtime.tail(spec, TAIL_LINES) if state.status != "missing" else []
+        sample = await runtime.sample(spec) if state.running else None
+        return state, sample, tail
+    except ClusterError as exc:
+        return exc
+
+
+def _probe(url: str) -> float | None:
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 — our head, http
+            return time.monotonic() - started if 200 <= resp.status < 300 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:
+    runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
+    try:
+        answers = await asyncio.gather(*(_ask(runtime, s) for s in ctx.specs))
+    finally:
+        await close_transports(transports)
+    now = time.time()
+    state: BootState = replay_logs(ctx)
+    states: dict[int, str] = {}
+    for spec, answer in zip(ctx.specs, answers, strict=True):
+        k = spec.rank
+        if isinstance(answer, ClusterError):
+            state = reduce(state, NodeLost(ts=now, rank=k, reason=answer.line()))
+            states[k] = "unreachable"
+            continue
+        exit_state, sample, tail = answer
+        states[k] = exit_state.status
+        last = state.rank(k).last_signal_at or 0.0
+        for stream, raw in tail:  # lines the preserved copy does not have yet
+            ts = line_timestamp_ns(raw) / 1e9
+            if ts > last:
+                text = raw.decode(errors="replace").rstrip("\n")
+                state = reduce(state, LogLine(ts=ts, rank=k, stream=stream, text=text))
+        if sample is not None:
+            state = reduce(
+                state,
+                Sample(
+                    ts=now,
+                    rank=k,
+                    mem_free=sample.mem_free,
+                    mem_available=sample.mem_available,
+                    cached=sample.cached,
+                    dirty=sample.dirty,
+                    rchar=sample.rchar,
+                    read_bytes=sample.read_bytes,
+                ),
+            )
+        if not exit_state.running and exit_state.status != "missing":
+            state = reduce(
+                state,
+                RankExited(
+                    ts=now, rank=k, exit_code=exit_state.exit_code, oom_killed=exit_state.oom_killed
+                ),
+            )
+    verdict = read_json(ctx.run.dir / "verdict.json") or {}
+    phase = "booting"
+    if verdict.get("outcome") == "READY" or state.rank(0).phase.value == "serving":
+        latency = await asyncio.to_thread(_probe, ctx.ready_url)
+        if latency is not None:
+            state = reduce(state, HeadReady(ts=now, latency_s=latency))
+            phase = "ready"
+        elif verdict.get("outcome") == "READY":
+            phase = "ready (head not answering now)"
+    elif verdict.get("outcome"):
+        phase = "failed"
+    view = build_view(
+        state,
+        now,
+        ctx.watch,
+        run_id=ctx.run.id,
+        recipe=ctx.recipe_name,
+        phase=phase,
+        endpoint=ctx.endpoint,
+        container_states=states,
+    )
+    return view.model_copy(update={"source": "live", "outcome": verdict.get("outcome")})
+
+
+async def current_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:
+    return supervisor_view(ctx) or await live_view(ctx, options)

@@ -1,0 +1,174 @@
+"""`cluster stop` and `cluster prune`: save every rank's whole log and inspect output into the
+run directory first, then stop and remove that run's containers, matched by the run's labels
+(never by image or name pattern)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from orchestrator.errors import ClusterError
+from orchestrator.facts import close_transports, open_transports
+from orchestrator.launch import LABEL_RUN
+from orchestrator.models.inventory import Inventory
+from orchestrator.runctx import RunContext
+from orchestrator.runstore import Run, RunStore
+from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
+from orchestrator.status import runtime_for
+from orchestrator.transport import ConnectOptions, Transport
+
+
+@dataclass
+class StopReport:
+    run_id: str
+    saved: list[int] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+async def save_rank(run: Run, spec: RankSpec, runtime: Runtime) -> None:
+    """The node's complete log (as `full-<stream>.log`) and inspect output, kept with the run."""
+    full = await runtime.full_logs(spec)
+    for stream in STREAMS:
+        run.write_text(f"rank-{spec.rank}/full-{stream}.log", full[stream].decode(errors="replace"))
+    run.write_json(f"rank-{spec.rank}/inspect.json", await runtime.inspect(spec))
+    state = await runtime.state(spec)
+    run.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
+
+
+async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> StopReport:
+    runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
+    report = StopReport(ctx.run.id)
+
+    async def one(spec: RankSpec) -> None:
+        try:
+            await save_rank(ctx.run, spec, runtime)
+            report.saved.append(spec.rank)
+        except ClusterError as exc:
+            report.problems.append(
+                f"rank {spec.rank} ({spec.node.name}): logs not saved: {exc.line()}"
+            )
+            return  # never remove what we could not save
+        try:
+            await runtime.stop(spec, remove=True)
+            report.removed.append(spec.name)
+        except ClusterError as exc:
+            report.problems.append(f"rank {spec.rank} ({spec.node.name}): {exc.line()}")
+
+    try:
+        await asyncio.gather(*(one(s) for s in ctx.specs))
+    finally:
+        await close_transports(transports)
+    ctx.run.append_event(
+        {"kind": "stopped", "saved": sorted(report.saved), "removed": sorted(report.removed)}
+    )
+    return report
+
+
+# -- prune ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leftover:
+    node: str
+    container: str
+    run_id: str
+    rank: str
+    state: str
+
+
+async def _list_leftovers(
+    inventory: Inventory, transports: Mapping[str, Transport]
+) -> list[Leftover]:
+    async def one(node_name: str) -> list[Leftover]:
+        node = inventory.node(node_name)
+        base = ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
+        result = await transports[node_name].run(
+            [*base, "ps", "-a", "--filter", f"label={LABEL_RUN}", "--format", "{{json .}}"],
+            timeout_s=30,
+            check=True,
+        )
+        found = []
+        for line in result.stdout.splitlines():
+            row = json.loads(line)
+            labels = dict(
+                kv.split("=", 1) for kv in str(row.get("Labels", "")).split(",") if "=" in kv
+            )
+            found.append(
+                Leftover(
+                    node=node_name,
+                    container=str(row["Names"]),
+                    run_id=labels.get(LABEL_RUN, "?"),
+                    rank=labels.get("cluster.rank", "?"),
+                    state=str(row.get("State", "?")),
+                )
+            )
+        return found
+
+    results = await asyncio.gather(*(one(n.name) for n in inventory.nodes), return_exceptions=True)
+    out: list[Leftover] = []
+    for r in results:
+        if isinstance(r, list):
+            out += r
+    return out
+
+
+def run_age(run_id: str, now: datetime) -> timedelta:
+    started = datetime.strptime(run_id.split("-")[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    return now - started
+
+
+async def find_leftovers(
+    inventory: Inventory, older_than: timedelta, options: ConnectOptions | None = None
+) -> list[Leftover]:
+    transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
+    try:
+        found = await _list_leftovers(inventory, transports)
+    finally:
+        await close_transports(transports)
+    now = datetime.now(UTC)
+    return [f for f in found if _parses(f.run_id) and run_age(f.run_id, now) >= older_than]
+
+
+def _parses(run_id: str) -> bool:
+    try:
+        run_age(run_id, datetime.now(UTC))
+    except ValueError:
+        return False
+    return True
+
+
+async def prune(
+    inventory: Inventory,
+    leftovers: list[Leftover],
+    store: RunStore,
+    options: ConnectOptions | None = None,
+) -> list[str]:
+    """Save each leftover's logs and inspect output into its run (made if missing), then remove
+    it. Returns one line per container: what was done."""
+    transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
+    done: list[str] = []
+    try:
+        for item in leftovers:
+            node = inventory.node(item.node)
+            base = ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
+            t = transports[item.node]
+            run_dir = store.root / item.run_id
+            run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            run = Run(item.run_id, run_dir)
+            try:
+                logs = await t.run([*base, "logs", "--timestamps", item.container], timeout_s=300)
+                run.write_text(f"rank-{item.rank}/full-stdout.log", logs.stdout)
+                run.write_text(f"rank-{item.rank}/full-stderr.log", logs.stderr)
+                insp = await t.run([*base, "inspect", item.container], timeout_s=30, check=True)
+                run.write_json(f"rank-{item.rank}/inspect.json", json.loads(insp.stdout))
+                await t.run([*base, "rm", "-f", item.container], timeout_s=60, check=True)
+                done.append(f"{item.node}: removed {item.container} (run {item.run_id})")
+            except ClusterError as exc:
+                done.append(f"{item.node}: kept {item.container}: {exc.line()}")
+    finally:
+        await close_transports(transports)
+    return done
