@@ -71,6 +71,11 @@ class BootOptions:
     sim_env: dict[str, str] = field(default_factory=dict)  # e.g. CLUSTER_SIM_FAULT for drills
     push_image: bool = True
     process_root: Path | None = None  # the process runtime's node-side folders (tests)
+    # Rehearse on real nodes (the testbed): run the twin in containers of `sim_image`, with
+    # this machine's Python bind-mounted read-only (the weights folder must be at the same path
+    # on every node: a shared filesystem, as on the testbed).
+    simulate: bool = False
+    sim_image: str | None = None
 
 
 @dataclass
@@ -114,7 +119,7 @@ def write_verdict(run: Run, verdict: Finding, extra: dict[str, Any] | None = Non
 
 def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[str, Any]]:
     """The built-in simulated cluster runs the recipe's twin (one rule: simulator/twin.py)."""
-    from orchestrator.simulator.twin import make_twin, twin_record
+    from orchestrator.simulator.twin import DEFAULT_TEST_IMAGE, make_twin, twin_record
     from orchestrator.simulator.weights import make_weights
 
     probe = make_twin(real, options.sim_scale, python=sys.executable)
@@ -123,10 +128,24 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     weights = root / f"{real.name}-{per_rank}"
     if not (weights / "model.safetensors.index.json").exists():
         make_weights(weights, per_rank * real.nodes, shards=max(real.nodes * 2, 8))
-    twin = make_twin(real, options.sim_scale, python=sys.executable, weights_dir=str(weights))
+    extra: dict[str, Any] = {}
+    if options.simulate:
+        extra = {"image": options.sim_image or DEFAULT_TEST_IMAGE, "extra_volumes": host_python()}
+    twin = make_twin(
+        real, options.sim_scale, python=sys.executable, weights_dir=str(weights), **extra
+    )
     if options.sim_env:
         twin = twin.model_copy(update={"env": {**twin.env, **options.sim_env}})
     return twin, twin_record(real, twin)
+
+
+def host_python() -> list[str]:
+    """Read-only mounts that let a small image run this machine's Python and this package
+    (TESTBED.md: a busybox image with the host's /usr, /lib and the Python install mounted)."""
+    mounts = {"/usr", "/lib", "/lib64", "/etc/ssl", sys.base_prefix, sys.prefix}
+    package = Path(__file__).resolve().parent.parent
+    mounts.add(str(package))
+    return [f"{m}:{m}:ro" for m in sorted(mounts) if Path(m).exists()]
 
 
 # -- plans to rank specs --------------------------------------------------------------------
@@ -281,7 +300,7 @@ async def boot(
     _step(run, ui, "run", str(run.dir))
     recipe, twin = real, None
     simulated = inventory.connection is Connection.local
-    if simulated:
+    if simulated or options.simulate:
         _step(run, ui, "twin", f"simulated twin at scale {options.sim_scale}")
         recipe, twin = simulated_recipe(real, options)
     write_manifest(run, real, recipe, twin, inventory)

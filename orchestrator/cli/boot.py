@@ -101,6 +101,17 @@ def boot_cmd(
     no_push: Annotated[
         bool, typer.Option("--no-push", help="do not push the image; it must be on every node")
     ] = False,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="rehearse on real nodes: run the recipe's simulated twin in containers "
+            "(docs/simulator.md); the built-in simulated cluster always does",
+        ),
+    ] = False,
+    sim_image: Annotated[
+        str | None, typer.Option("--sim-image", help="with --simulate: the small image to use")
+    ] = None,
     detach: Annotated[
         bool,
         typer.Option("--detach", help="supervise in the background; follow with `cluster status`"),
@@ -119,7 +130,13 @@ def boot_cmd(
         supervise(resume_run, inventory)
         return
     if detach:
-        start_detached(recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push)
+        passthrough = [
+            *(["--simulate"] if simulate else []),
+            *(["--sim-image", sim_image] if sim_image else []),
+        ]
+        start_detached(
+            recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push, passthrough
+        )
         return
     inv = open_inventory(inventory, quiet=json_out)
     from orchestrator.simulator.faults import ENV_FAULT
@@ -129,6 +146,8 @@ def boot_cmd(
         sim_scale=scale,
         sim_env={ENV_FAULT: sim_fault} if sim_fault else {},
         push_image=not no_push,
+        simulate=simulate,
+        sim_image=sim_image,
     )
     runs: list[Run] = []
     notify = os.environ.pop(DETACH_NOTIFY_ENV, None)
@@ -187,6 +206,7 @@ def start_detached(
     sim_fault: str | None,
     accept_new_host_keys: bool,
     no_push: bool,
+    passthrough: list[str],
 ) -> None:
     """Run this same boot in its own session (surviving the terminal); print how to follow it."""
     argv = [sys.executable, "-m", "orchestrator.cli", "boot", recipe, "--scale", scale]
@@ -198,6 +218,7 @@ def start_detached(
         argv.append("--accept-new-host-keys")
     if no_push:
         argv.append("--no-push")
+    argv += passthrough
     with tempfile.TemporaryDirectory() as tmp:
         notify = Path(tmp) / "run"
         log_path = Path(tmp) / "boot.log"

@@ -25,20 +25,50 @@ def meminfo() -> dict[str, int]:
 
 
 def cgroup_dir(pid: int) -> str | None:
+    """The folder listing every process of PID's cgroup (its container), v2 or v1."""
+    v1: dict[str, str] = {}
     with open(f"/proc/{pid}/cgroup") as fh:
         for line in fh:
-            hier, _, path = line.strip().split(":", 2)
-            if hier == "0":  # cgroup v2
-                return "/sys/fs/cgroup" + path
+            hier, controllers, path = line.strip().split(":", 2)
+            if hier == "0" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+                return "/sys/fs/cgroup" + path  # cgroup v2: one unified tree
+            for c in controllers.split(","):
+                v1[c] = path
+    for controller in ("pids", "memory", "cpu", "blkio"):  # cgroup v1: any controller's folder
+        if controller in v1:
+            folder = f"/sys/fs/cgroup/{controller}{v1[controller]}"
+            if os.path.exists(os.path.join(folder, "cgroup.procs")):
+                return folder
     return None
+
+
+def descendants(root: int) -> list[int]:
+    """PID and every process below it, from the parent links in /proc/<pid>/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
 
 
 def io_sums(pid: int) -> tuple[int | None, int | None, str]:
     cg = cgroup_dir(pid)
-    pids = [pid]
+    pids = descendants(pid)  # where /sys/fs/cgroup is hidden (`ip netns exec` remounts /sys)
     if cg and os.path.exists(os.path.join(cg, "cgroup.procs")):
         with open(os.path.join(cg, "cgroup.procs")) as fh:
-            pids = [int(x) for x in fh.read().split()] or [pid]
+            pids = [int(x) for x in fh.read().split()] or pids
     rchar = read_bytes = 0
     readable = False
     for p in pids:

@@ -90,7 +90,10 @@ def make_twin(
         gpus=None,
         ipc=docker.ipc,
         shm_size=docker.shm_size,
-        ulimits=dict(docker.ulimits),
+        # memlock=-1 pins RDMA buffers for NCCL over RoCE; a twin has no RDMA, and runc
+        # refuses to raise it where the daemon lacks CAP_SYS_RESOURCE (the testbed: "error
+        # setting rlimit type 8: operation not permitted").
+        ulimits={k: v for k, v in docker.ulimits.items() if k != "memlock"},
         volumes=volumes,
         network=docker.network,
         extra=[e for e in docker.extra if not e.startswith(_GPU_EXTRA)],

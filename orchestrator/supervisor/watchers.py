@@ -38,6 +38,8 @@ def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | Non
     """When this rank's weights will be in, from its measured read rate; None if unknown."""
     if r.phase.finished_loading:
         return r.load_ended_at
+    if r.phase is not RankPhase.loading:  # not reading weights yet (or gone): no basis
+        return None
     if not cfg.expected_bytes_per_rank or r.rate_samples < cfg.min_rate_samples:
         return None
     remaining = max(cfg.expected_bytes_per_rank - r.bytes_read, 0)
