@@ -20,13 +20,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
+from pydantic import ValidationError
 
 from orchestrator import __version__
-from orchestrator.errors import BootFailed, ClusterError, ImageError, PreflightRefused
+from orchestrator.errors import (
+    BootFailed,
+    ClusterError,
+    ConfigError,
+    ImageError,
+    PreflightRefused,
+)
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Connection, Inventory
-from orchestrator.models.recipe import Engine, Recipe
+from orchestrator.models.recipe import Docker, Engine, Recipe
 from orchestrator.models.run import Finding, Outcome
 from orchestrator.paths import state_dir
 from orchestrator.postmortem import postmortem_run
@@ -76,6 +83,9 @@ class BootOptions:
     # on every node: a shared filesystem, as on the testbed).
     simulate: bool = False
     sim_image: str | None = None
+    # With `simulate`: extra `docker run` flags for every rank's container (drills, e.g. a
+    # memory limit `--memory=256m` under which a `hog` fault is OOM-killed).
+    sim_docker_extra: tuple[str, ...] = ()
 
 
 @dataclass
@@ -136,6 +146,15 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     )
     if options.sim_env:
         twin = twin.model_copy(update={"env": {**twin.env, **options.sim_env}})
+    if options.simulate and options.sim_docker_extra:
+        extra_flags = [*twin.docker.extra, *options.sim_docker_extra]
+        try:  # checked like a recipe's docker.extra (`--rm`, `--restart`... are refused)
+            docker = Docker.model_validate({**twin.docker.model_dump(), "extra": extra_flags})
+        except ValidationError as exc:
+            raise ConfigError(
+                f"--sim-docker-opt: {exc.errors()[0]['msg']}", where="the simulated twin"
+            ) from exc
+        twin = twin.model_copy(update={"docker": docker})
     return twin, twin_record(real, twin)
 
 
@@ -220,10 +239,20 @@ async def start_ranks(
 # -- evidence -------------------------------------------------------------------------------
 
 
-async def collect_evidence(run: Run, specs: list[RankSpec], runtime: Runtime) -> None:
-    """Each rank's exit state and inspect output, kept in its folder (best effort per rank)."""
+async def collect_evidence(
+    run: Run, specs: list[RankSpec], runtime: Runtime, lost: dict[int, str] | None = None
+) -> None:
+    """Each rank's exit state and inspect output, kept in its folder (best effort per rank).
+    Nodes the supervisor has just found unreachable (`lost`: rank -> reason) are not asked
+    again; `cluster stop` saves their evidence once they answer."""
 
     async def one(spec: RankSpec) -> None:
+        if lost and spec.rank in lost:
+            run.write_json(
+                f"rank-{spec.rank}/evidence-error.json",
+                {"error": f"not asked: node unreachable: {lost[spec.rank]}"},
+            )
+            return
         try:
             state = await runtime.state(spec)
             run.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
@@ -348,8 +377,9 @@ async def boot(
     else:
         if options.push_image:
             await ensure_image(run, ui, recipe, inventory, options)
-        transports = dict(open_transports(inventory, options.connect))
         runtime = DockerRuntime(transports)
+    # Also the simulated cluster's (local) transports: vLLM's launch waits on the head's port.
+    transports.update(open_transports(inventory, options.connect))
     specs = rank_specs(plan, inventory)
     url, ready_url = endpoint_of(recipe, inventory)
     supervisor = Supervisor(
@@ -360,7 +390,10 @@ async def boot(
             watch=watch_config(recipe),
             ready_url=ready_url,
             endpoint=url,
-            ready_timeout_s=float(recipe.timeouts.weights + recipe.timeouts.ready),
+            # The last rank may finish loading a whole barrier window after the first.
+            ready_timeout_s=float(
+                recipe.timeouts.weights + recipe.timeouts.barrier + recipe.timeouts.ready
+            ),
         ),
         recipe=real.name,
         on_view=ui.view,
@@ -386,7 +419,7 @@ async def boot(
         _step(run, ui, "supervise")
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:
-            await collect_evidence(run, specs, runtime)
+            await collect_evidence(run, specs, runtime, supervisor.lost_ranks())
         write_verdict(run, verdict, {"repaired_bytes": supervisor.repaired_bytes})
     finally:
         await close_transports(transports)
@@ -463,20 +496,26 @@ async def resume(
             watch=ctx.watch,
             ready_url=ctx.ready_url,
             endpoint=ctx.endpoint,
-            ready_timeout_s=float(timeouts.get("weights", 3600) + timeouts.get("ready", 1800)),
+            ready_timeout_s=float(
+                timeouts.get("weights", 3600)
+                + timeouts.get("barrier", 480)
+                + timeouts.get("ready", 1800)
+            ),
         ),
         recipe=ctx.recipe_name,
         on_view=ui.view,
         resume_state=replay_logs(ctx),
     )
-    supervisor.started = run_started_at(run)
+    # Deadlines count from when the ranks were started, as in the first supervisor.
+    starts = [e["ts"] for e in run.events() if e.get("kind") == "rank_started"]
+    supervisor.started = min(starts) if starts else run_started_at(run)
     kept_before = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())
     _step(run, ui, "resume", f"run {run.id}: {kept_before} bytes already preserved")
     run.append_event({"kind": "resumed", "bytes_preserved": kept_before})
     try:
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:
-            await collect_evidence(run, ctx.specs, runtime)
+            await collect_evidence(run, ctx.specs, runtime, supervisor.lost_ranks())
     finally:
         await close_transports(transports)
     kept_after = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())

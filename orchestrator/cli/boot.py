@@ -112,6 +112,14 @@ def boot_cmd(
     sim_image: Annotated[
         str | None, typer.Option("--sim-image", help="with --simulate: the small image to use")
     ] = None,
+    sim_docker_opt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sim-docker-opt",
+            help="with --simulate: an extra `docker run` flag for every rank (repeatable), "
+            "e.g. '--sim-docker-opt=--memory=256m' for an OOM drill with 'hog=512MB'",
+        ),
+    ] = None,
     detach: Annotated[
         bool,
         typer.Option("--detach", help="supervise in the background; follow with `cluster status`"),
@@ -133,6 +141,7 @@ def boot_cmd(
         passthrough = [
             *(["--simulate"] if simulate else []),
             *(["--sim-image", sim_image] if sim_image else []),
+            *(f"--sim-docker-opt={opt}" for opt in sim_docker_opt or ()),
         ]
         start_detached(
             recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push, passthrough
@@ -148,6 +157,7 @@ def boot_cmd(
         push_image=not no_push,
         simulate=simulate,
         sim_image=sim_image,
+        sim_docker_extra=tuple(sim_docker_opt or ()),
     )
     runs: list[Run] = []
     notify = os.environ.pop(DETACH_NOTIFY_ENV, None)

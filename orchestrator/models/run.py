@@ -106,6 +106,7 @@ class RankExited(_Event):
     rank: int
     exit_code: int | None
     oom_killed: bool = False
+    finished_at: float | None = None  # when the process ended (runtime's clock), for ordering
     last_lines: tuple[str, ...] = ()
 
 

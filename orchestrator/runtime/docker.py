@@ -7,16 +7,27 @@ carry the RFC 3339 timestamps that make resuming exact.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-from orchestrator.errors import BootFailed, ClusterError, CommandFailed
+from orchestrator.errors import (
+    BootFailed,
+    CommandFailed,
+    CommandTimeout,
+    NodeError,
+    NodeUnreachable,
+)
 from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
-from orchestrator.transport import Transport
+from orchestrator.transport import CommandResult, Transport
 
 SAMPLE_TIMEOUT_S = 4.0  # under the 2 s cadence's double: a hung node shows up as a failed sample
+# A command's timeout bounds its run once the SSH channel is open; opening the channel has no
+# deadline of its own, so on a cut link it waits for the connection's keepalive (~60 s). Every
+# call here is bounded as a whole: its timeout plus this.
+OPEN_GRACE_S = 1.0
 
 
 def _sampler_source() -> str:
@@ -32,6 +43,29 @@ class DockerRuntime:
     def _t(self, spec: RankSpec) -> Transport:
         return self.transports[spec.node.name]
 
+    async def _run(
+        self,
+        spec: RankSpec,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        check: bool = False,
+        label: str | None = None,
+    ) -> CommandResult:
+        """`transport.run`, bounded as a whole (channel open included)."""
+        try:
+            return await asyncio.wait_for(
+                self._t(spec).run(argv, timeout_s=timeout_s, check=check),
+                timeout_s + OPEN_GRACE_S,
+            )
+        except TimeoutError:
+            raise NodeUnreachable(
+                f"no answer within {timeout_s:g} s to `{label or ' '.join(argv[:3])}`",
+                node=spec.node.name,
+                reason="timeout",
+                hint="check the node's management link and sshd",
+            ) from None
+
     async def start(self, spec: RankSpec) -> None:
         if "--rm" in spec.docker_run:
             raise BootFailed(
@@ -39,7 +73,7 @@ class DockerRuntime:
                 where=f"rank {spec.rank}",
                 hint="rank containers must outlive their process so their logs survive",
             )
-        result = await self._t(spec).run(spec.docker_run, timeout_s=120)
+        result = await self._run(spec, spec.docker_run, timeout_s=120)
         if not result.ok:
             raise BootFailed(
                 f"`docker run` failed on {spec.node.name} (exit {result.exit_status}): "
@@ -70,14 +104,12 @@ class DockerRuntime:
                 yield stream, ("".join(parts) + "\n").encode()
 
     async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
-        result = await self._t(spec).run(
-            ["docker", "logs", "--timestamps", spec.name], timeout_s=300
-        )
+        result = await self._run(spec, ["docker", "logs", "--timestamps", spec.name], timeout_s=300)
         return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
 
     async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
-        result = await self._t(spec).run(
-            ["docker", "logs", "--timestamps", "--tail", str(lines), spec.name], timeout_s=30
+        result = await self._run(
+            spec, ["docker", "logs", "--timestamps", "--tail", str(lines), spec.name], timeout_s=30
         )
         result.check()
         return [
@@ -88,8 +120,8 @@ class DockerRuntime:
         ]
 
     async def state(self, spec: RankSpec) -> ExitState:
-        result = await self._t(spec).run(
-            ["docker", "inspect", "--format", "{{json .State}}", spec.name], timeout_s=30
+        result = await self._run(
+            spec, ["docker", "inspect", "--format", "{{json .State}}", spec.name], timeout_s=30
         )
         if not result.ok:
             if "No such" in result.stderr:
@@ -108,7 +140,7 @@ class DockerRuntime:
         )
 
     async def inspect(self, spec: RankSpec) -> dict[str, Any]:
-        result = await self._t(spec).run(["docker", "inspect", spec.name], timeout_s=30)
+        result = await self._run(spec, ["docker", "inspect", spec.name], timeout_s=30)
         result.check()
         data = json.loads(result.stdout)
         return dict(data[0]) if data else {}
@@ -118,9 +150,27 @@ class DockerRuntime:
         if pid is None:
             await self.state(spec)
             pid = self._pids.get(spec.name, 0)
-        result = await self._t(spec).run(
-            ["python3", "-c", self._sampler, str(pid)], timeout_s=SAMPLE_TIMEOUT_S, check=True
-        )
+        label = "python3 -c <node_sampler.py>"  # the argv holds the whole sampler source
+        try:
+            result = await self._run(
+                spec,
+                ["python3", "-c", self._sampler, str(pid)],
+                timeout_s=SAMPLE_TIMEOUT_S,
+                label=label,
+            )
+        except CommandTimeout:
+            raise NodeUnreachable(
+                f"no answer within {SAMPLE_TIMEOUT_S:g} s to `{label}`",
+                node=spec.node.name,
+                reason="timeout",
+                hint="check the node's management link and sshd",
+            ) from None
+        if not result.ok:
+            last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
+            raise NodeError(
+                f"the node sampler (python3) exited {result.exit_status}: {last[0]}",
+                node=spec.node.name,
+            )
         data = json.loads(result.stdout)
         return NodeSample(
             mem_free=data.get("mem_free"),
@@ -133,10 +183,6 @@ class DockerRuntime:
         )
 
     async def stop(self, spec: RankSpec, *, remove: bool = False) -> None:
-        t = self._t(spec)
-        try:
-            await t.run(["docker", "stop", "-t", "10", spec.name], timeout_s=60)
-            if remove:
-                await t.run(["docker", "rm", spec.name], timeout_s=60, check=True)
-        except ClusterError:
-            raise
+        await self._run(spec, ["docker", "stop", "-t", "10", spec.name], timeout_s=60)
+        if remove:
+            await self._run(spec, ["docker", "rm", spec.name], timeout_s=60, check=True)

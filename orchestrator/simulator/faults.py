@@ -287,12 +287,11 @@ def _g1_scale_c(_: SignatureContext) -> str:
 
 
 def _sparse_mla(_: SignatureContext) -> str:
-    # seeds/002 boot 5. No verbatim line was ever published: this is the corpus paraphrase
-    # (sglang-flashinfer-sparse-mla-glm-only), kept so the seed's failure stays visible. Replace
-    # it with the real validator text when one is captured.
+    # seeds/002 boot 5: the validator's real ValueError (corpus sglang-flashinfer-sparse-mla-
+    # validator, from SGLang's _validate_flashinfer_sparse_mla_backend), with this model's arch.
     return (
-        "ValueError: `flashinfer_sparse_mla` is GLM-DSA-only — the validator refuses any "
-        "other `model_arch`."
+        "ValueError: flashinfer_sparse_mla supports only GLM DSA with FP8 KV cache on NVIDIA "
+        "SM120/SM121; got model_arch=MistralLarge4ForCausalLM"
     )
 
 
@@ -359,10 +358,9 @@ SIGNATURES: dict[str, Signature] = {
         Signature(
             "sparse-mla",
             _sparse_mla,
-            "seeds/002 boot ledger, boot 5 (paraphrase: the real line was never published)",
-            "sglang-flashinfer-sparse-mla-glm-only",
+            "seeds/002 boot ledger, boot 5; SGLang's validator text",
+            "sglang-flashinfer-sparse-mla-validator",
             "kv",
-            paraphrase=True,
         ),
         Signature(
             "kv-budget",

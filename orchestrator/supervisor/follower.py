@@ -72,7 +72,9 @@ class Follower:
         self.cursors = {s: _Cursor() for s in STREAMS}
         self.reconnects = 0
         self.repaired_bytes = 0
-        self._files = {s: (rank_dir / f"{s}.log").open("ab") for s in STREAMS}
+        # Unbuffered: a line is on disk the moment it is accepted, so a controller killed mid-boot
+        # loses nothing it had received (and status/postmortem see it at once).
+        self._files = {s: (rank_dir / f"{s}.log").open("ab", buffering=0) for s in STREAMS}
         self._resume_from_disk()
 
     def _resume_from_disk(self) -> None:
@@ -165,24 +167,25 @@ class Follower:
             if missing:
                 self._files[stream].close()
                 path.write_bytes(full[stream])
-                self._files[stream] = path.open("ab")
+                self._files[stream] = path.open("ab", buffering=0)
             repaired += missing
         self.repaired_bytes += repaired
         self.write_bookkeeping()
         return repaired
 
-    def write_bookkeeping(self) -> None:
-        (self.dir / "follow.json").write_text(
-            json.dumps(
-                {
-                    "reconnects": self.reconnects,
-                    "repaired_bytes": self.repaired_bytes,
-                    "bytes_kept": {s: c.bytes_kept for s, c in self.cursors.items()},
-                    "lines_kept": {s: c.lines_kept for s, c in self.cursors.items()},
-                },
-                indent=2,
-            )
-        )
+    def write_bookkeeping(self, unreconciled: str | None = None) -> None:
+        """follow.json; `unreconciled` says why the copy could not be compared at the end."""
+        self.flush()
+        record: dict[str, object] = {
+            "reconnects": self.reconnects,
+            "repaired_bytes": self.repaired_bytes,
+            "bytes_kept": {s: c.bytes_kept for s, c in self.cursors.items()},
+            "lines_kept": {s: c.lines_kept for s, c in self.cursors.items()},
+            "reconciled": unreconciled is None,
+        }
+        if unreconciled is not None:
+            record["unreconciled"] = unreconciled
+        (self.dir / "follow.json").write_text(json.dumps(record, indent=2))
 
     def close(self) -> None:
         for fh in self._files.values():

@@ -203,7 +203,7 @@ def reduce(state: BootState, event: Event) -> BootState:
             phase_at_exit=r.phase_at_exit or r.phase,
             exit_code=event.exit_code,
             oom_killed=event.oom_killed,
-            exited_at=event.ts,
+            exited_at=event.finished_at or event.ts,
             last_lines=lines,
         )
     elif isinstance(event, NodeLost) and r is not None:

@@ -35,6 +35,7 @@ from orchestrator.models.run import (
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.supervisor.follower import Follower
+from orchestrator.supervisor.progress import timestamp_ns
 from orchestrator.supervisor.state import BootState, initial_state, reduce
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
@@ -113,7 +114,8 @@ class Supervisor:
             except ClusterError as exc:
                 if self.state.rank(spec.rank).lost_since is None:
                     log.warning("node not answering", node=spec.node.name, error=exc.line())
-                self.fold(NodeLost(ts=self.clock(), rank=spec.rank, reason=exc.line()))
+                # Silent since this attempt began (it failed only after its timeout).
+                self.fold(NodeLost(ts=started, rank=spec.rank, reason=exc.line()))
             else:
                 now = self.clock()
                 if self.state.rank(spec.rank).lost_since is not None:
@@ -151,6 +153,7 @@ class Supervisor:
                 rank=spec.rank,
                 exit_code=state.exit_code,
                 oom_killed=state.oom_killed,
+                finished_at=timestamp_ns(state.finished_at) / 1e9 if state.finished_at else None,
             )
         )
 
@@ -235,11 +238,15 @@ class Supervisor:
                 lock.beat()
                 verdict = self._judge()
                 self._publish("booting")
+            decided_at = self.clock()
             if verdict.outcome is not Outcome.READY:
                 await asyncio.sleep(self.cfg.drain_s)  # let the last lines and exits land
+                # Exits are noticed in sampling order, not in the order they happened: judge
+                # again once every rank's exit is in, by when each process really ended (and
+                # a barrier miss explains the exits that followed it).
                 later = self._judge()
-                if later and later.outcome is not Outcome.READY and later.watcher == "barrier":
-                    verdict = later  # the barrier explains exits that followed it
+                if later and later.outcome in (Outcome.BARRIER_TIMEOUT, Outcome.RANK_EXITED):
+                    verdict = later
         finally:
             self.stop.set()
             # Followers of ranks that keep serving never end on their own: give every task a
@@ -248,15 +255,34 @@ class Supervisor:
             for t in pending:
                 t.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            for f in self.followers:
-                with contextlib.suppress(ClusterError):
-                    await f.reconcile()
-                f.close()
+            await asyncio.gather(*(self._reconcile(f) for f in self.followers))
             lock.release()
         phase = "ready" if verdict.outcome is Outcome.READY else "failed"
         self._publish(phase, verdict)
-        self.run_dir.append_event({"kind": "verdict", **verdict.model_dump(mode="json")})
+        self.run_dir.append_event(
+            {"kind": "verdict", "decided_at": decided_at, **verdict.model_dump(mode="json")}
+        )
         return verdict
+
+    async def _reconcile(self, f: Follower) -> None:
+        """Reconcile one rank's copy with its node (all ranks at once). A node that is lost
+        now is not waited for: its log up to the loss is what was kept, and follow.json says
+        it was not reconciled."""
+        lost = self.state.rank(f.spec.rank)
+        try:
+            if lost.lost_since is not None:
+                f.write_bookkeeping(unreconciled=f"node unreachable: {lost.lost_reason}")
+            else:
+                try:
+                    await f.reconcile()
+                except ClusterError as exc:
+                    f.write_bookkeeping(unreconciled=exc.line())
+        finally:
+            f.close()
+
+    def lost_ranks(self) -> dict[int, str]:
+        """Ranks whose node is unreachable now, with the reason."""
+        return {r.rank: r.lost_reason for r in self.state.ranks if r.lost_since is not None}
 
     @property
     def repaired_bytes(self) -> int:

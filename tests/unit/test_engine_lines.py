@@ -23,6 +23,7 @@ EXPECTED_FILES = {
     "nccl-torch.yaml",
     "docker-containerd.yaml",
     "mistral-common-misc.yaml",
+    "postmortem-extra.yaml",
 }
 
 

@@ -67,7 +67,10 @@ async def test_a_new_follower_resumes_from_the_preserved_copy_without_duplicates
     await wait_exit(rt, s)
     second = Follower(rt, s, rank_dir, lambda *a: None)  # the controller came back
     await asyncio.wait_for(second.run(asyncio.Event()), 30)
-    lines = [x.split(b" ", 1)[1].rstrip(b"\n") for x in split_lines((rank_dir / "stdout.log").read_bytes())]
+    lines = [
+        x.split(b" ", 1)[1].rstrip(b"\n")
+        for x in split_lines((rank_dir / "stdout.log").read_bytes())
+    ]
     assert lines == [f"line {i}".encode() for i in range(1, 61)]
     assert await second.reconcile() == 0
     second.close()

@@ -43,8 +43,13 @@ def test_shard_bars_from_both_engines_give_done_and_total():
 
 def test_vllm_load_end_warmup_and_ready_lines_are_recognised():
     texts = {e.id: e.text for e in load_corpus() if e.engine in ("vllm", "uvicorn")}
-    found = {m: [i for i, t in texts.items() if (p := parse_line(t)) and p.milestone is m] for m in Milestone}
-    assert any("loading-weights-took" in i or "model-loading-took" in i for i in found[Milestone.load_end])
+    found = {
+        m: [i for i, t in texts.items() if (p := parse_line(t)) and p.milestone is m]
+        for m in Milestone
+    }
+    assert any(
+        "loading-weights-took" in i or "model-loading-took" in i for i in found[Milestone.load_end]
+    )
     assert found[Milestone.warmup]
     assert found[Milestone.ready]
 
@@ -61,7 +66,9 @@ def test_benign_lines_never_read_as_a_barrier_failure_or_load_end():
 
 
 def test_the_docker_timestamp_prefix_is_split_off():
-    ts, text = strip_timestamp("2026-11-29T15:31:25.123456789Z [2026-11-29 15:31:25 TP3] Load weight begin.")
+    ts, text = strip_timestamp(
+        "2026-11-29T15:31:25.123456789Z [2026-11-29 15:31:25 TP3] Load weight begin."
+    )
     assert ts == "2026-11-29T15:31:25.123456789Z"
     assert text.startswith("[2026-11-29 15:31:25 TP3]")
     assert strip_timestamp("no prefix") == (None, "no prefix")

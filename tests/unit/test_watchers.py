@@ -52,7 +52,11 @@ class Boot:
                 if self.state.ranks[k].phase.finished_loading:
                     continue
                 self.rchar[k] += int(rate * MB * step)
-                self.fold(Sample(ts=self.now, rank=k, rchar=self.rchar[k], mem_free=50 * GiB, cached=5 * GiB))
+                self.fold(
+                    Sample(
+                        ts=self.now, rank=k, rchar=self.rchar[k], mem_free=50 * GiB, cached=5 * GiB
+                    )
+                )
                 if self.rchar[k] >= self.cfg.expected_bytes_per_rank:
                     self.log(k, LOAD_END)
 

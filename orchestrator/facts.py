@@ -1,0 +1,234 @@
+"""Everything preflight and the planners need to know about one node, gathered in one pass.
+
+`gather_facts` asks every node at once (`settle`); on each node the probes run concurrently on
+one connection (the transport keeps them under its channel budget). A probe that fails is
+recorded under its name in `NodeFacts.errors` and its field stays None: one broken probe never
+hides the others, and the judge decides what a missing answer means. Nothing here judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.errors import ClusterError
+from orchestrator.fanout import settle
+from orchestrator.models.inventory import Inventory, Node
+from orchestrator.probes.base import Probe
+from orchestrator.probes.clock import CLOCK, ClockSample
+from orchestrator.probes.containers import CONTAINERS, RunningContainer
+from orchestrator.probes.disk import DiskUsage, WeightsDir, df_probe, weights_probe
+from orchestrator.probes.gpu import NVIDIA_SMI, GpuInfo
+from orchestrator.probes.host import HOST, HostInfo
+from orchestrator.probes.image import ImageFacts, image_inspect_probe
+from orchestrator.probes.interfaces import IP_ADDR, Interface, find_interface
+from orchestrator.probes.meminfo import MEMINFO, MemInfo
+from orchestrator.probes.peers import PeerResult, peers_probe
+from orchestrator.probes.rdma import RDMA, RdmaInfo
+from orchestrator.probes.runtime import DOCKER_INFO, DockerInfo
+from orchestrator.probes.sockets import LISTENING, ListeningSocket
+from orchestrator.transport import ConnectOptions, Transport, transport_for
+
+T = TypeVar("T")
+
+PROBE_TIMEOUT_S = 20.0
+"""Per probe. `du` over an NFS weights mount and `ssh` to seven peers are the slow ones."""
+
+
+class NodeFacts(BaseModel):
+    """One node as its probes describe it. A None field: not asked, or the probe failed
+    (then `errors[probe]` says why)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    rank: int
+    address: str = Field(description="the inventory's ansible_host (management address)")
+    reachable: bool
+    errors: dict[str, str] = Field(default_factory=dict, description="probe name -> why")
+    host: HostInfo | None = None
+    memory: MemInfo | None = None
+    interfaces: tuple[Interface, ...] | None = None
+    rdma: RdmaInfo | None = None
+    gpu: GpuInfo | None = None
+    docker: DockerInfo | None = None
+    containers: tuple[RunningContainer, ...] | None = None
+    listening: tuple[ListeningSocket, ...] | None = None
+    disks: tuple[DiskUsage, ...] | None = None
+    weights: WeightsDir | None = None
+    image: ImageFacts | None = None
+    clock: ClockSample | None = None
+    peers: tuple[PeerResult, ...] | None = None
+
+    def interface(self, name: str) -> Interface | None:
+        return find_interface(self.interfaces or (), name)
+
+    def disk(self, path: str) -> DiskUsage | None:
+        return next((d for d in self.disks or () if d.path == path), None)
+
+
+@dataclass(frozen=True)
+class FactsRequest:
+    """What to ask beyond the basics (host, memory, interfaces, RDMA, GPU, docker, sockets)."""
+
+    image: str | None = None
+    weights_dir: str | None = None
+    peers: bool = False
+    clock: bool = True
+    docker: bool = True
+    timeout_s: float = PROBE_TIMEOUT_S
+    extra_paths: tuple[str, ...] = field(default=())
+
+
+def peer_target(node: Node) -> str:
+    """How another node addresses `node` over SSH: the inventory's user and address."""
+    return f"{node.user}@{node.address}"
+
+
+async def _ask(transport: Transport, probe: Probe[T], timeout_s: float) -> T:
+    result = await transport.run(probe.argv, timeout_s=timeout_s)
+    return probe.read(result)
+
+
+async def _clock(transport: Transport, timeout_s: float) -> ClockSample:
+    sent = time.time()
+    result = await transport.run(CLOCK.argv, timeout_s=timeout_s)
+    received = time.time()
+    node_time, whole = CLOCK.read(result)
+    return ClockSample(node_time=node_time, sent=sent, received=received, whole_seconds=whole)
+
+
+async def gather_node_facts(
+    node: Node, transport: Transport, request: FactsRequest, peers: Sequence[Node] = ()
+) -> NodeFacts:
+    """Ask one node everything `request` wants. Connection failures make it unreachable."""
+    base: dict[str, Any] = {"node": node.name, "rank": node.rank, "address": node.address}
+    try:
+        await transport.connect()
+    except ClusterError as exc:
+        return NodeFacts(**base, reachable=False, errors={"connect": exc.line()})
+    timeout = request.timeout_s
+    jobs: dict[str, Callable[[], Awaitable[Any]]] = {
+        "host": lambda: _ask(transport, HOST, timeout),
+        "memory": lambda: _ask(transport, MEMINFO, timeout),
+        "interfaces": lambda: _ask(transport, IP_ADDR, timeout),
+        "rdma": lambda: _ask(transport, RDMA, timeout),
+        "gpu": lambda: _ask(transport, NVIDIA_SMI, timeout),
+        "listening": lambda: _ask(transport, LISTENING, timeout),
+    }
+    if request.docker:
+        jobs["docker"] = lambda: _ask(transport, DOCKER_INFO, timeout)
+        jobs["containers"] = lambda: _ask(transport, CONTAINERS, timeout)
+        if request.image:
+            jobs["image"] = lambda: _ask(
+                transport, image_inspect_probe(request.image or ""), timeout
+            )
+    if request.weights_dir:
+        jobs["weights"] = lambda: _ask(transport, weights_probe(request.weights_dir or ""), timeout)
+    if request.clock:
+        jobs["clock"] = lambda: _clock(transport, timeout)
+    targets = tuple(peer_target(p) for p in peers if p.name != node.name)
+    if request.peers and targets:
+        jobs["peers"] = lambda: _ask(transport, peers_probe(targets), timeout)
+    values, errors = await _run_all(jobs)
+    # Second pass: free disk where images land (the daemon's data root) and where weights live.
+    paths = [p for p in (_root_dir(values.get("docker")), request.weights_dir) if p]
+    paths += [p for p in request.extra_paths if p not in paths]
+    if paths:
+        more, more_errors = await _run_all(
+            {"disks": lambda: _ask(transport, df_probe(tuple(paths)), timeout)}
+        )
+        values.update(more)
+        errors.update(more_errors)
+    return NodeFacts(**base, reachable=True, errors=errors, **values)
+
+
+def _root_dir(docker: object) -> str | None:
+    return docker.root_dir if isinstance(docker, DockerInfo) and docker.reachable else None
+
+
+async def _run_all(
+    jobs: Mapping[str, Callable[[], Awaitable[Any]]],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    names = list(jobs)
+    outcomes = await asyncio.gather(*(jobs[n]() for n in names), return_exceptions=True)
+    values: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name, outcome in zip(names, outcomes, strict=True):
+        if isinstance(outcome, ClusterError):
+            errors[name] = outcome.line()
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            values[name] = outcome
+    return values, errors
+
+
+TransportFactory = Callable[[Node], Transport]
+
+
+async def add_peers(
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    facts: Sequence[NodeFacts],
+    timeout_s: float = PROBE_TIMEOUT_S,
+) -> tuple[NodeFacts, ...]:
+    """`facts` with every reachable node's SSH-to-peers answer added (a later, separate pass:
+    seven SSH handshakes per node cost seconds, and only the image chain needs them)."""
+
+    async def one(f: NodeFacts) -> NodeFacts:
+        if not f.reachable:
+            return f
+        node = inventory.node(f.node)
+        targets = tuple(peer_target(p) for p in inventory.nodes if p.name != node.name)
+        if not targets:
+            return f
+        values, errors = await _run_all(
+            {"peers": lambda: _ask(transports[node.name], peers_probe(targets), timeout_s)}
+        )
+        return f.model_copy(update={**values, "errors": {**f.errors, **errors}})
+
+    return tuple(await asyncio.gather(*(one(f) for f in facts)))
+
+
+def open_transports(
+    inventory: Inventory, options: ConnectOptions, factory: TransportFactory | None = None
+) -> dict[str, Transport]:
+    """One transport per node (not connected yet), by node name."""
+    make = factory or (lambda n: transport_for(inventory, n, options))
+    return {n.name: make(n) for n in inventory.nodes}
+
+
+async def close_transports(transports: Mapping[str, Transport]) -> None:
+    await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+
+
+async def gather_facts(
+    inventory: Inventory, transports: Mapping[str, Transport], request: FactsRequest
+) -> tuple[NodeFacts, ...]:
+    """Facts of every node, in rank order; an unexpected error is that node's facts, not ours."""
+    outcomes = await settle(
+        inventory.nodes,
+        lambda n: gather_node_facts(n, transports[n.name], request, inventory.nodes),
+    )
+    facts = []
+    for outcome in outcomes:
+        if outcome.value is not None:
+            facts.append(outcome.value)
+        else:
+            n = outcome.node
+            facts.append(
+                NodeFacts(
+                    node=n.name,
+                    rank=n.rank,
+                    address=n.address,
+                    reachable=False,
+                    errors={"gather": f"{type(outcome.error).__name__}: {outcome.error}"},
+                )
+            )
+    return tuple(facts)

@@ -1,0 +1,262 @@
+# cluster image chain: one node's part of a pipelined image push (orchestrator/images.py).
+#
+# STATIC text: every value arrives as a positional parameter, nothing is ever interpolated
+# into this script. Invoked as
+#
+#   sh -c "$SCRIPT" cluster-image "$SCRIPT" MODE ARGS...
+#
+# ($1 is this very text again, so a node can start the same script on the next node.)
+#
+# Modes and their ARGS:
+#   chain    TAG COMPRESS CT AI AC KH IMAGE  ME_QUINT  [NEXT_QUINT...]
+#            receive the stream on stdin; feed the local `docker load` and, at the same time,
+#            forward the same bytes to the next node, which runs `chain` for the rest.
+#   source   TAG COMPRESS CT AI AC KH IMAGE  ME_QUINT  NEXT_QUINT [NEXT_QUINT...]
+#            `docker save IMAGE` here (a node that holds the image), compress, forward.
+#   hopcheck TAG -        CT AI AC KH -      ME_QUINT  NEXT_QUINT
+#            can this node open an SSH session on the next one (keys, host keys, route)?
+#   cleanup  TAG NAME
+#            stop what an earlier run of TAG left on this node (found by its pid file).
+#
+# A QUINT is five arguments: NAME USER HOST PORT DOCKER_HOST ('-' for the default daemon).
+# COMPRESS is zstd or none; CT the SSH connect timeout; AI/AC ServerAliveInterval/CountMax;
+# KH known_hosts lines for the hops (empty: the node's own ~/.ssh/known_hosts only).
+#
+# Everything this script says goes to stdout as lines `@@cluster-image EVENT NODE ...`;
+# the lines of every node after this one arrive through the forwarding SSH session and are
+# passed up unchanged, so the controller hears the whole chain on one channel.
+
+set -u
+self=$1
+mode=$2
+shift 2
+
+P=@@cluster-image
+
+say() {
+    printf '%s %s\n' "$P" "$*"
+}
+
+# Each line of a file, as `EVENT NODE text` lines (at most the last 20, carriage returns gone).
+say_lines() {
+    [ -s "$3" ] || return 0
+    tail -n 20 "$3" | tr -d '\r' | while IFS= read -r line; do
+        say "$1" "$2" "$line"
+    done
+}
+
+# Single-quote one word for the remote login shell.
+q() {
+    printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
+}
+
+valid_word() {
+    case $1 in
+        '' | -* | */* | *[!A-Za-z0-9._:@-]*) return 1 ;;
+    esac
+    return 0
+}
+
+if [ "$mode" = cleanup ]; then
+    tag=$1
+    name=$2
+    valid_word "$tag" && valid_word "$name" || { echo "cleanup: bad arguments" >&2; exit 2; }
+    d=${TMPDIR:-/tmp}/cluster-image.$tag.$name
+    [ -d "$d" ] || exit 0
+    pg=$(cat "$d/pgid" 2>/dev/null || true)
+    case $pg in
+        '' | *[!0-9]*) ;;
+        *)
+            # Only the process group this tag started: its leader's command line names the tag.
+            if tr '\0' ' ' <"/proc/$pg/cmdline" 2>/dev/null | grep -q -- "$tag"; then
+                if kill -TERM "-$pg" 2>/dev/null; then # dash's kill takes no `--`
+                    echo "stopped process group $pg"
+                    sleep 1
+                    kill -KILL "-$pg" 2>/dev/null
+                fi
+            fi
+            ;;
+    esac
+    rm -rf "$d"
+    exit 0
+fi
+
+tag=$1
+compress=$2
+ct=$3
+ai=$4
+ac=$5
+kh=$6
+image=$7
+shift 7
+me=$1
+medh=$5
+shift 5
+
+for w in "$tag" "$me"; do
+    valid_word "$w" || { say error "$me" "bad argument: $w"; exit 2; }
+done
+[ "$medh" = - ] || export DOCKER_HOST="$medh"
+
+d=${TMPDIR:-/tmp}/cluster-image.$tag.$me
+if ! mkdir -m 700 "$d" 2>/dev/null; then
+    say error "$me" "cannot create $d (exists already, or no space)"
+    exit 3
+fi
+trap 'rm -rf "$d"' EXIT
+trap 'exit 143' TERM HUP INT
+
+# The process group of this session (sshd made our shell its leader): what `cleanup` stops.
+pg=$(sed 's/.*) //' "/proc/$$/stat" 2>/dev/null | cut -d' ' -f3)
+printf '%s\n' "${pg:-$$}" >"$d/pgid"
+say start "$me" "${pg:-$$}"
+
+if [ -n "$kh" ]; then
+    printf '%s\n' "$kh" >"$d/known_hosts"
+    khfiles="$d/known_hosts $HOME/.ssh/known_hosts"
+else
+    khfiles="$HOME/.ssh/known_hosts"
+fi
+
+# GNU tee -p keeps writing to the other outputs when one of them (a dead hop, a failed load)
+# goes away: one broken node never starves its neighbours.
+if tee -p </dev/null >/dev/null 2>&1; then
+    TEE="tee -p"
+else
+    TEE="tee"
+fi
+
+# AES-GCM first: hardware-accelerated on x86 (AES-NI) and on Grace (ARMv8 crypto), several
+# times cheaper per byte than OpenSSH's default chacha20-poly1305; chacha20 stays as fallback.
+CIPHERS=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com
+
+hop_ssh() { # HOST PORT USER REMOTE_COMMAND
+    ssh -T -o BatchMode=yes -o StrictHostKeyChecking=yes \
+        -o "UserKnownHostsFile=$khfiles" -o "Ciphers=$CIPHERS" \
+        -o "ConnectTimeout=$ct" -o "ServerAliveInterval=$ai" -o "ServerAliveCountMax=$ac" \
+        -o LogLevel=ERROR -p "$2" -l "$3" -- "$1" "$4"
+}
+
+# The command that runs this script in `chain` mode on the next node, for the quints "$@".
+chain_cmd() {
+    c="sh -c $(q "$self") cluster-image $(q "$self") chain $(q "$tag") $(q "$compress")"
+    c="$c $(q "$ct") $(q "$ai") $(q "$ac") $(q "$kh") $(q "$image")"
+    for a in "$@"; do
+        c="$c $(q "$a")"
+    done
+    printf '%s' "$c"
+}
+
+# Report the bytes a counter (dd reading a FIFO) has read so far, once a second, until it
+# ends: `progress NODE BYTES` on a receiving node, `sending NODE WIRE RAW` on a source node.
+report_progress() { # EVENT PID [RAW_PID]
+    last=
+    while kill -0 "$2" 2>/dev/null; do
+        b=$(sed -n 's/^rchar: //p' "/proc/$2/io" 2>/dev/null)
+        r=
+        if [ $# -ge 3 ]; then
+            r=$(sed -n 's/^rchar: //p' "/proc/$3/io" 2>/dev/null)
+        elif [ "$1" = sending ]; then
+            r=$b
+        fi
+        if [ -n "$b" ] && [ "$b $r" != "$last" ]; then
+            say "$1" "$me" "$b" $r
+            last="$b $r"
+        fi
+        sleep 1 >/dev/null 2>&1 # holds no pipe: killing this loop closes its stdout at once
+    done
+}
+
+counted() { # FILE: the byte count dd wrote there when it finished
+    sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' "$1" 2>/dev/null | tail -n 1
+}
+
+if [ "$mode" = hopcheck ]; then
+    hop_ssh "$3" "$4" "$2" true 2>"$d/hop.err"
+    rc=$?
+    say hopcheck "$me" "$1" "$rc"
+    say_lines hoperr "$me" "$d/hop.err"
+    exit "$rc"
+fi
+
+if [ "$mode" = source ]; then
+    [ $# -ge 5 ] || { say error "$me" "source: no node to send to"; exit 2; }
+    next=$1
+    mkfifo "$d/cnt" || { say error "$me" "mkfifo failed in $d"; exit 3; }
+    dd of=/dev/null bs=1M <"$d/cnt" 2>"$d/cnt.err" &
+    cnt_pid=$!
+    if [ "$compress" = zstd ]; then
+        mkfifo "$d/raw" || { say error "$me" "mkfifo failed in $d"; exit 3; }
+        dd of=/dev/null bs=1M <"$d/raw" 2>"$d/raw.err" &
+        raw_pid=$!
+        report_progress sending "$cnt_pid" "$raw_pid" &
+        rep_pid=$!
+        { docker save "$image" 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
+            $TEE "$d/raw" | zstd -1 -T0 -q -c | $TEE "$d/cnt" |
+            hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
+        hop_rc=$?
+        wait "$raw_pid" 2>/dev/null
+    else
+        report_progress sending "$cnt_pid" &
+        rep_pid=$!
+        { docker save "$image" 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
+            $TEE "$d/cnt" | hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
+        hop_rc=$?
+    fi
+    wait "$cnt_pid" 2>/dev/null
+    kill "$rep_pid" 2>/dev/null
+    save_rc=$(cat "$d/save.rc" 2>/dev/null || echo 255)
+    say_lines saveerr "$me" "$d/save.err"
+    say save "$me" "$save_rc"
+    sent=$(counted "$d/cnt.err")
+    raw=$(counted "$d/raw.err")
+    [ "$compress" = zstd ] || raw=$sent
+    say sent "$me" "${sent:-0}" "${raw:-0}"
+    say_lines hoperr "$me" "$d/hop.err"
+    say hop "$me" "$next" "$hop_rc"
+    say end "$me"
+    exit 0
+fi
+
+[ "$mode" = chain ] || { say error "$me" "unknown mode $mode"; exit 2; }
+
+mkfifo "$d/load" "$d/cnt" || { say error "$me" "mkfifo failed in $d"; exit 3; }
+dd of=/dev/null bs=1M <"$d/cnt" 2>"$d/cnt.err" &
+cnt_pid=$!
+report_progress progress "$cnt_pid" &
+rep_pid=$!
+
+# The local load. It reports as soon as it ends, while the bytes may still be flowing on to
+# the next node. `Error unpacking image` is a failure even when docker load exits 0.
+(
+    if [ "$compress" = zstd ]; then
+        { zstd -dcq <"$d/load"; echo $? >"$d/unzip.rc"; } | docker load >"$d/load.out" 2>&1
+    else
+        docker load <"$d/load" >"$d/load.out" 2>&1
+    fi
+    rc=$?
+    say_lines loadout "$me" "$d/load.out"
+    say load "$me" "$rc" "$(cat "$d/unzip.rc" 2>/dev/null || echo -)"
+) &
+load_pid=$!
+
+if [ $# -ge 5 ]; then
+    next=$1
+    $TEE "$d/load" "$d/cnt" | hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
+    hop_rc=$?
+else
+    next=-
+    $TEE "$d/load" "$d/cnt" >/dev/null
+    hop_rc=-
+fi
+wait "$load_pid"
+wait "$cnt_pid" 2>/dev/null
+kill "$rep_pid" 2>/dev/null
+got=$(counted "$d/cnt.err")
+say recv "$me" "${got:-0}"
+if [ "$next" != - ]; then
+    say_lines hoperr "$me" "$d/hop.err"
+    say hop "$me" "$next" "$hop_rc"
+fi
+say end "$me"
+exit 0

@@ -1,0 +1,229 @@
+"""The launch plan (pure): per rank, the exact `docker run` argv and env, golden-tested.
+
+Every flag below is here for a reason learned the hard way:
+
+* `--detach --name cluster-<run id>-r<rank>`: the container owns the rank, not an SSH session
+  (systemd-logind `RemoveIPC` killed ranks started over SSH at logout, eugr#352); the name is
+  deterministic, so any terminal finds rank k of run R without a lookup table.
+* labels `cluster.run`, `cluster.rank`, `cluster.recipe`, `cluster.node`: `docker ps --filter
+  label=cluster.run=R` finds a run's containers on every node, and preflight recognises a rank
+  container of an earlier run that still holds memory.
+* **never `--rm`**: seed 002 lost boot 1's and boot 2's evidence to it, and so does every
+  launcher with `--rm` by default (sparkrun `auto_remove`, eugr `launch-cluster.sh`). A rank's
+  container and its log outlive the process; `cluster stop` removes them on purpose.
+* `--log-driver json-file --log-opt max-size=1g --log-opt max-file=8`: `docker logs` must return
+  the whole boot (an 80-minute load, then the crash). A node's `daemon.json` often caps json-file
+  logs (`max-size=10m`), and the daemon merges its defaults into a container that names the same
+  driver, so the cap is overridden explicitly. json-file has no "unlimited" value for `max-size`,
+  hence a large one: 8 GiB per rank before the oldest part rotates away.
+* `--network host`: NCCL and Gloo bind the fabric interface by name, RoCE devices must be
+  visible, ranks meet on the head's fabric address (the recipe refuses `bridge` for nodes > 1).
+* `--add-host <node>-fabric:<address>` for every node: c10d and Gloo look up the peers'
+  addresses; without an answer they wait on DNS (TESTBED.md: 20 s per init, "The hostname of the
+  client socket cannot be retrieved"). A host-network container copies the host's /etc/hosts and
+  appends these lines, so reverse lookups of fabric addresses answer at once.
+* the recipe's `gpus`, `ipc`, `shm_size`, `ulimits`, `volumes` and `extra`, in that order;
+* `--env` per variable: the recipe's env (placeholders filled), then the rendezvous plan's
+  per-host variables of *this* node;
+* `--entrypoint argv[0]`, the image, then the rest of the rank's argv from `render()`: the image's
+  own ENTRYPOINT is never relied on (seed 002's launcher ran the model id as a program).
+
+Launch order: SGLang starts every rank at once (each waits at `--dist-init-addr`); vLLM native
+multi-node starts the head, waits for its rendezvous port, then the headless workers.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.models.inventory import Inventory, Node
+from orchestrator.models.recipe import Engine, Recipe, render
+from orchestrator.rendezvous import RendezvousPlan
+
+LABEL_RUN = "cluster.run"
+LABEL_RANK = "cluster.rank"
+LABEL_RECIPE = "cluster.recipe"
+LABEL_NODE = "cluster.node"
+LABEL_PURPOSE = "cluster.purpose"
+
+LOG_OPTS = (("max-size", "1g"), ("max-file", "8"))
+"""json-file options: 8 x 1 GiB per rank before anything rotates away (see the module doc)."""
+
+
+class PlanError(ValueError):
+    """A plan cannot be made from these inputs (a missing address, a node-count mismatch)."""
+
+
+def container_name(run_id: str, rank: int, purpose: str = "") -> str:
+    """`cluster-<run id>-r<rank>`, or `cluster-<run id>-<purpose>-r<rank>` (e.g. nccl)."""
+    middle = f"-{purpose}" if purpose else ""
+    return f"cluster-{run_id}{middle}-r{rank}"
+
+
+def fabric_host_name(node: str) -> str:
+    return f"{node}-fabric"
+
+
+class RankLaunch(BaseModel):
+    """Everything about starting one rank's container."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int
+    node: str
+    container: str = Field(description="the container name: deterministic from run id and rank")
+    labels: dict[str, str]
+    engine_argv: tuple[str, ...] = Field(description="what the rank runs: render()'s argv")
+    env: dict[str, str] = Field(description="the container's env: recipe env + per-host env")
+    docker_argv: tuple[str, ...] = Field(description="the full command run on the node")
+
+    @property
+    def shell(self) -> str:
+        """`docker_argv` as one shell line, for people and runbooks."""
+        return shlex.join(self.docker_argv)
+
+
+class LaunchPlan(BaseModel):
+    """How every rank of one run starts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    recipe: str
+    engine: Engine
+    image: str
+    head_addr: str
+    head_port: int
+    waves: tuple[tuple[int, ...], ...] = Field(
+        description="ranks started together, wave by wave (vLLM: the head first)"
+    )
+    ranks: tuple[RankLaunch, ...]
+
+    def rank(self, rank: int) -> RankLaunch:
+        return next(r for r in self.ranks if r.rank == rank)
+
+
+def docker_base(node: Node) -> list[str]:
+    """`docker`, aimed at the node's daemon when the inventory names one (`docker_host`)."""
+    return ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
+
+
+def container_options(recipe: Recipe) -> list[str]:
+    """The recipe's `docker` section as `docker run` flags, in a fixed order."""
+    d = recipe.docker
+    flags = ["--network", d.network]
+    if d.ipc is not None:
+        flags += ["--ipc", d.ipc]
+    if d.gpus is not None:
+        flags += ["--gpus", d.gpus]
+    if d.shm_size is not None:
+        flags += ["--shm-size", d.shm_size]
+    for name, value in d.ulimits.items():
+        flags += ["--ulimit", f"{name}={value}"]
+    for volume in d.volumes:
+        flags += ["--volume", volume]
+    flags += ["--log-driver", "json-file"]
+    for key, value in LOG_OPTS:
+        flags += ["--log-opt", f"{key}={value}"]
+    flags += list(d.extra)
+    return flags
+
+
+def add_hosts(rendezvous: RendezvousPlan) -> list[str]:
+    """`--add-host <node>-fabric:<address>` for every node whose fabric address is known."""
+    return [
+        f"--add-host={fabric_host_name(r.node)}:{r.address}" for r in rendezvous.ranks if r.address
+    ]
+
+
+def docker_run_argv(
+    *,
+    node: Node,
+    name: str,
+    labels: Mapping[str, str],
+    options: Sequence[str],
+    env: Mapping[str, str],
+    image: str,
+    argv: Sequence[str],
+) -> tuple[str, ...]:
+    """`docker run --detach --name NAME --label … OPTIONS --env … --entrypoint ARGV0 IMAGE …`.
+
+    Never `--rm` (the recipe refuses it in `extra`, and nothing here adds it)."""
+    if not argv:
+        raise PlanError("a container needs a program: argv is empty")
+    out = [*docker_base(node), "run", "--detach", "--name", name]
+    for key, value in labels.items():
+        out += ["--label", f"{key}={value}"]
+    out += list(options)
+    for key, value in env.items():
+        out += ["--env", f"{key}={value}"]
+    out += ["--entrypoint", argv[0], image, *argv[1:]]
+    return tuple(out)
+
+
+def waves(recipe: Recipe, nnodes: int) -> tuple[tuple[int, ...], ...]:
+    if recipe.engine is Engine.vllm and nnodes > 1:
+        return ((0,), tuple(range(1, nnodes)))
+    return (tuple(range(nnodes)),)
+
+
+def plan_launch(
+    recipe: Recipe, inventory: Inventory, rendezvous: RendezvousPlan, run_id: str
+) -> LaunchPlan:
+    """Every rank's `docker run` for `recipe` on `inventory`. Pure; `PlanError` when the
+    rendezvous is incomplete or the recipe is for another number of nodes."""
+    nnodes = len(inventory.nodes)
+    if recipe.nodes != nnodes:
+        raise PlanError(
+            f"recipe {recipe.name} is for {recipe.nodes} nodes, the inventory has {nnodes}"
+        )
+    if rendezvous.head_addr is None:
+        raise PlanError(f"the head {rendezvous.head} has no address on {rendezvous.head_iface}")
+    missing = [r.node for r in rendezvous.ranks if r.address is None]
+    if missing:
+        raise PlanError(f"no fabric address on {', '.join(missing)}")
+    options = [*container_options(recipe), *add_hosts(rendezvous)]
+    ranks = []
+    for node in inventory.nodes:
+        rank_rdv = rendezvous.rank(node.rank)
+        command = render(recipe, node.rank, nnodes, rendezvous.head_addr, rendezvous.head_port)
+        env = {**command.env, **rank_rdv.env}
+        name = container_name(run_id, node.rank)
+        labels = {
+            LABEL_RUN: run_id,
+            LABEL_RANK: str(node.rank),
+            LABEL_RECIPE: recipe.name,
+            LABEL_NODE: node.name,
+        }
+        ranks.append(
+            RankLaunch(
+                rank=node.rank,
+                node=node.name,
+                container=name,
+                labels=labels,
+                engine_argv=tuple(command.argv_tail),
+                env=env,
+                docker_argv=docker_run_argv(
+                    node=node,
+                    name=name,
+                    labels=labels,
+                    options=options,
+                    env=env,
+                    image=recipe.image.reference,
+                    argv=command.argv_tail,
+                ),
+            )
+        )
+    return LaunchPlan(
+        run_id=run_id,
+        recipe=recipe.name,
+        engine=recipe.engine,
+        image=recipe.image.reference,
+        head_addr=rendezvous.head_addr,
+        head_port=rendezvous.head_port,
+        waves=waves(recipe, nnodes),
+        ranks=tuple(ranks),
+    )

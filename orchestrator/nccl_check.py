@@ -1,0 +1,522 @@
+"""`cluster nccl-check`: prove the ranks can meet and all-reduce, before an 80-minute weight load.
+
+One short-lived container per rank, from the recipe's image, with exactly the boot's `docker run`
+options (network, ipc, GPUs, ulimits, volumes, extra), env (the recipe's plus the rendezvous
+plan's per-host variables) and rendezvous (the head's fabric address and `ports.rendezvous`).
+Instead of the engine it runs `orchestrator/scripts/nccl_allreduce.py`: a torch.distributed
+TCPStore on the head, `init_process_group` (NCCL with GPUs, Gloo without, as on the testbed), an
+all-reduce whose sum is checked, and a small bandwidth sweep.
+
+The plan (`plan_nccl_check`) and the reading of each rank's log (`parse_rank_log`) are pure;
+`run_nccl_check` starts the containers, waits, collects `docker logs --timestamps`, removes the
+containers (their logs are kept in the report and the run directory) and names the rank that
+could not join, with its last lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
+from orchestrator.facts import (
+    FactsRequest,
+    TransportFactory,
+    close_transports,
+    gather_facts,
+    open_transports,
+)
+from orchestrator.launch import (
+    LABEL_NODE,
+    LABEL_PURPOSE,
+    LABEL_RANK,
+    LABEL_RECIPE,
+    LABEL_RUN,
+    PlanError,
+    RankLaunch,
+    add_hosts,
+    container_name,
+    container_options,
+    docker_base,
+    docker_run_argv,
+)
+from orchestrator.models.inventory import Inventory
+from orchestrator.models.recipe import Recipe, render
+from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
+from orchestrator.runstore import Run, new_run_id
+from orchestrator.scripts import script_text
+from orchestrator.transport import ConnectOptions, Transport
+
+PURPOSE = "nccl"
+SCRIPT = "nccl_allreduce.py"
+PREFIX = "NCCLCHECK "
+Backend = Literal["auto", "nccl", "gloo"]
+
+# Stages a rank reaches, in order (the script's events).
+STAGES = ("start", "torch", "store", "joined", "allreduce", "done")
+
+
+@dataclass(frozen=True)
+class NcclCheckOptions:
+    """How the check runs. Timeouts are named after what they bound."""
+
+    timeout_s: float = 120.0
+    """torch.distributed's timeout inside each rank: the store connect and the group init."""
+    startup_s: float = 120.0
+    """On top of `timeout_s`, for `docker run` and `import torch` (8 ranks on a small host)."""
+    backend: Backend = "auto"
+    sizes: tuple[int, ...] = ()
+    """Bytes per all-reduce of the sweep; empty: the script's default for the backend."""
+    iters: int = 5
+    image: str | None = None
+    """Run this image instead of the recipe's (the testbed runs the host's Python in busybox)."""
+    python: str = "python3"
+    """The interpreter inside the container."""
+    volumes: tuple[str, ...] = ()
+    """Extra bind mounts for the check's containers only (e.g. a Python installation)."""
+    nccl_debug: bool = True
+    """NCCL_DEBUG=INFO, so the log says which transport NCCL chose (NET/IB or NET/Socket)."""
+    keep: bool = False
+    """Keep the containers after the check (they are removed by default: the logs are kept)."""
+
+
+class BandwidthSample(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bytes: int
+    seconds: float
+    algbw_gbps: float
+    busbw_gbps: float
+
+
+class RankLog(BaseModel):
+    """What one rank's log says (pure reading of `NCCLCHECK` lines and NCCL's INFO lines)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: str | None = Field(default=None, description="the last stage reached")
+    backend: str | None = None
+    torch: str | None = None
+    sum: float | None = None
+    expected: float | None = None
+    sum_ok: bool | None = None
+    transport: str | None = Field(default=None, description="NET/IB, NET/Socket or gloo/tcp")
+    bandwidth: tuple[BandwidthSample, ...] = ()
+    elapsed_s: float | None = None
+    error: str | None = None
+    error_stage: str | None = None
+    missing_ranks: tuple[int, ...] | None = None
+
+    @property
+    def joined(self) -> bool:
+        return self.stage in ("joined", "allreduce", "done") or (
+            self.stage == "error" and self.error_stage in ("allreduce", "sweep")
+        )
+
+    @property
+    def reached_store(self) -> bool:
+        return self.joined or self.stage == "store" or self.error_stage == "init"
+
+
+_NCCL_VIA = re.compile(r"via (NET/[A-Za-z]+)")
+_NCCL_USING = re.compile(r"Using network (\w+)")
+
+
+def parse_rank_log(lines: Sequence[str]) -> RankLog:
+    """A rank's log lines (timestamps already stripped) -> `RankLog`. Pure."""
+    fields: dict[str, Any] = {}
+    bw: list[BandwidthSample] = []
+    transport: str | None = None
+    for line in lines:
+        if transport is None:
+            via = _NCCL_VIA.search(line)
+            using = _NCCL_USING.search(line)
+            if via:  # `via NET/IBext_v10/0` (a plugin build) is IB too
+                transport = "NET/IB" if via.group(1).startswith("NET/IB") else via.group(1)
+            elif using:
+                transport = {"IB": "NET/IB", "Socket": "NET/Socket"}.get(
+                    using.group(1), f"NET/{using.group(1)}"
+                )
+        at = line.find(PREFIX)
+        if at < 0:
+            continue
+        try:
+            event = json.loads(line[at + len(PREFIX) :])
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("event")
+        if kind in STAGES:
+            fields["stage"] = kind
+        if kind == "torch":
+            fields["backend"] = event.get("backend")
+            fields["torch"] = event.get("version")
+        elif kind == "allreduce":
+            fields.update(sum=event.get("sum"), expected=event.get("expected"))
+            fields["sum_ok"] = bool(event.get("ok"))
+        elif kind == "bw":
+            bw.append(
+                BandwidthSample(
+                    bytes=int(event["bytes"]),
+                    seconds=float(event["seconds"]),
+                    algbw_gbps=float(event["algbw_gbps"]),
+                    busbw_gbps=float(event["busbw_gbps"]),
+                )
+            )
+        elif kind == "done":
+            fields["elapsed_s"] = event.get("t")
+        elif kind == "error":
+            fields["stage"] = "error"
+            fields["error_stage"] = event.get("stage")
+            fields["elapsed_s"] = event.get("t")
+            fields["error"] = f"{event.get('type')}: {event.get('message')}"
+            missing = event.get("missing_ranks")
+            if isinstance(missing, list):
+                fields["missing_ranks"] = tuple(int(r) for r in missing)
+    if transport is None and fields.get("backend") == "gloo" and "stage" in fields:
+        transport = "gloo/tcp"
+    return RankLog(**fields, transport=transport, bandwidth=tuple(bw))
+
+
+class RankCheck(BaseModel):
+    """One rank's outcome: did it start, join, sum right; how fast; its last lines."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int
+    node: str
+    container: str
+    address: str | None = Field(default=None, description="the rank's fabric address")
+    iface: str
+    started: bool
+    start_error: str | None = None
+    finished: bool = Field(default=False, description="the container exited within the deadline")
+    exit_code: int | None = None
+    log: RankLog = Field(default_factory=RankLog)
+    last_lines: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.started and self.exit_code == 0 and self.log.joined and bool(self.log.sum_ok)
+
+
+class NcclCheckReport(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    recipe: str
+    inventory: str
+    run_id: str
+    image: str
+    head: str
+    head_addr: str
+    head_port: int
+    backend: str
+    ranks: tuple[RankCheck, ...]
+    elapsed_s: float
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.ranks)
+
+    def culprits(self) -> list[RankCheck]:
+        """The ranks to blame: those that never reached the rendezvous store while others did,
+        else those the others report missing, else every failed rank."""
+        failed = [r for r in self.ranks if not r.ok]
+        if not failed:
+            return []
+        reached = [r for r in self.ranks if r.log.reached_store]
+        if reached:
+            never = [r for r in failed if not r.log.reached_store]
+            if never:
+                return never
+        missing = {m for r in self.ranks for m in (r.log.missing_ranks or ())}
+        named = [r for r in failed if r.rank in missing]
+        return named or failed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "culprits": [r.rank for r in self.culprits()],
+            **self.model_dump(mode="json"),
+        }
+
+
+# ------------------------------------------------------------------------------------------
+# The plan (pure)
+
+
+def check_argv(
+    options: NcclCheckOptions, script: str, rank: int, world: int, addr: str, port: int
+) -> list[str]:
+    argv = [
+        options.python,
+        "-c",
+        script,
+        "--rank",
+        str(rank),
+        "--world",
+        str(world),
+        "--addr",
+        addr,
+        "--port",
+        str(port),
+        "--timeout",
+        f"{options.timeout_s:g}",
+        "--backend",
+        options.backend,
+        "--iters",
+        str(options.iters),
+    ]
+    if options.sizes:
+        argv += ["--sizes", ",".join(str(s) for s in options.sizes)]
+    return argv
+
+
+def plan_nccl_check(
+    recipe: Recipe,
+    inventory: Inventory,
+    rendezvous: RendezvousPlan,
+    run_id: str,
+    options: NcclCheckOptions,
+    script: str,
+) -> tuple[RankLaunch, ...]:
+    """Per rank, the check container's `docker run`: the boot's options and env, the script
+    instead of the engine. `PlanError` when the rendezvous is incomplete."""
+    nnodes = len(inventory.nodes)
+    if recipe.nodes != nnodes:
+        raise PlanError(
+            f"recipe {recipe.name} is for {recipe.nodes} nodes, the inventory has {nnodes}"
+        )
+    head_addr = rendezvous.head_addr
+    if head_addr is None:
+        raise PlanError(f"the head {rendezvous.head} has no address on {rendezvous.head_iface}")
+    missing = [r.node for r in rendezvous.ranks if r.address is None]
+    if missing:
+        raise PlanError(f"no fabric address on {', '.join(missing)}")
+    volumes: list[str] = []
+    for volume in options.volumes:
+        volumes += ["--volume", volume]
+    opts = [*container_options(recipe), *volumes, *add_hosts(rendezvous)]
+    debug = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"} if options.nccl_debug else {}
+    image = options.image or recipe.image.reference
+    launches = []
+    for node in inventory.nodes:
+        rank = rendezvous.rank(node.rank)
+        command = render(recipe, node.rank, nnodes, head_addr, rendezvous.head_port)
+        env = {**command.env, **rank.env, **debug}
+        name = container_name(run_id, node.rank, PURPOSE)
+        labels = {
+            LABEL_RUN: run_id,
+            LABEL_RANK: str(node.rank),
+            LABEL_RECIPE: recipe.name,
+            LABEL_NODE: node.name,
+            LABEL_PURPOSE: "nccl-check",
+        }
+        argv = check_argv(options, script, node.rank, nnodes, head_addr, rendezvous.head_port)
+        launches.append(
+            RankLaunch(
+                rank=node.rank,
+                node=node.name,
+                container=name,
+                labels=labels,
+                engine_argv=tuple(argv),
+                env=env,
+                docker_argv=docker_run_argv(
+                    node=node,
+                    name=name,
+                    labels=labels,
+                    options=opts,
+                    env=env,
+                    image=image,
+                    argv=argv,
+                ),
+            )
+        )
+    return tuple(launches)
+
+
+_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) ?(.*)$")
+
+
+def merge_timestamped(stdout: str, stderr: str) -> list[str]:
+    """`docker logs --timestamps` stdout and stderr, merged by timestamp, timestamps removed."""
+    entries: list[tuple[str, int, str]] = []
+    for order, line in enumerate([*stdout.splitlines(), *stderr.splitlines()]):
+        match = _TS.match(line)
+        stamp, text = (match.group(1), match.group(2)) if match else ("", line)
+        # RFC 3339 with nanoseconds, but docker trims trailing zeros: pad to compare as text.
+        head, _, frac = stamp.rstrip("Z").partition(".")
+        entries.append((f"{head}.{frac:0<9}" if stamp else "", order, text))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [text for _, _, text in entries]
+
+
+# ------------------------------------------------------------------------------------------
+# Running it (thin)
+
+
+async def _start(transport: Transport, launch: RankLaunch) -> str | None:
+    """None when started, else why not."""
+    try:
+        result = await transport.run(launch.docker_argv, timeout_s=120)
+    except ClusterError as exc:
+        return exc.line()
+    if result.ok:
+        return None
+    return (result.stderr.strip() or result.stdout.strip() or f"exit {result.exit_status}")[-2000:]
+
+
+async def _wait(
+    transport: Transport, base: list[str], name: str, timeout_s: float
+) -> tuple[bool, int | None]:
+    try:
+        result = await transport.run([*base, "wait", name], timeout_s=timeout_s)
+    except CommandTimeout:
+        await transport.run([*base, "kill", name], timeout_s=30)
+        return False, None
+    text = result.stdout.strip()
+    return True, int(text) if result.ok and text.lstrip("-").isdigit() else None
+
+
+async def _logs(transport: Transport, base: list[str], name: str) -> list[str]:
+    result = await transport.run([*base, "logs", "--timestamps", name], timeout_s=60)
+    return merge_timestamped(result.stdout, result.stderr)
+
+
+async def run_nccl_check(
+    recipe: Recipe,
+    inventory: Inventory,
+    connect: ConnectOptions | None = None,
+    options: NcclCheckOptions | None = None,
+    *,
+    run: Run | None = None,
+    factory: TransportFactory | None = None,
+) -> NcclCheckReport:
+    """Start one check container per rank, wait, read every log, remove the containers.
+
+    `PreflightRefused` when the plan cannot be made (node count, no fabric address); otherwise
+    the report says what happened, and the caller refuses when it is not ok."""
+    options = options or NcclCheckOptions()
+    started = time.monotonic()
+    run_id = run.id if run is not None else new_run_id()
+    transports = open_transports(inventory, connect or ConnectOptions(), factory)
+    try:
+        facts = await gather_facts(
+            inventory, transports, FactsRequest(docker=False, clock=False, peers=False)
+        )
+        unreachable = [f for f in facts if not f.reachable]
+        if unreachable:
+            raise PreflightRefused(
+                "cannot reach " + ", ".join(f.node for f in unreachable),
+                hint="; ".join(v for f in unreachable for v in f.errors.values())[:500],
+            )
+        plan = plan_rendezvous(recipe, inventory, facts)
+        try:
+            launches = plan_nccl_check(
+                recipe, inventory, plan, run_id, options, script_text(SCRIPT)
+            )
+        except PlanError as exc:
+            raise PreflightRefused(
+                f"nccl-check cannot plan the ranks: {exc}",
+                hint="`cluster preflight` names every problem with its fix",
+            ) from exc
+        by_node = {n.name: n for n in inventory.nodes}
+        starts = await asyncio.gather(*(_start(transports[x.node], x) for x in launches))
+        deadline = options.timeout_s + options.startup_s
+        waits: list[tuple[bool, int | None]] = await asyncio.gather(
+            *(
+                _wait(transports[x.node], docker_base(by_node[x.node]), x.container, deadline)
+                if err is None
+                else _done(False, None)
+                for x, err in zip(launches, starts, strict=True)
+            )
+        )
+        logs = await asyncio.gather(
+            *(
+                _logs(transports[x.node], docker_base(by_node[x.node]), x.container)
+                if err is None
+                else _lines([])
+                for x, err in zip(launches, starts, strict=True)
+            ),
+            return_exceptions=True,
+        )
+        if not options.keep:
+            await asyncio.gather(
+                *(
+                    transports[x.node].run(
+                        [*docker_base(by_node[x.node]), "rm", "-f", x.container], timeout_s=60
+                    )
+                    for x in launches
+                ),
+                return_exceptions=True,
+            )
+    finally:
+        await close_transports(transports)
+    checks = []
+    for launch, err, (finished, code), lines in zip(launches, starts, waits, logs, strict=True):
+        text = lines if isinstance(lines, list) else [f"(could not read the log: {lines})"]
+        rank_plan = plan.rank(launch.rank)
+        checks.append(
+            RankCheck(
+                rank=launch.rank,
+                node=launch.node,
+                container=launch.container,
+                address=rank_plan.address,
+                iface=rank_plan.iface,
+                started=err is None,
+                start_error=err,
+                finished=finished,
+                exit_code=code,
+                log=parse_rank_log(text),
+                last_lines=tuple(text[-15:]),
+            )
+        )
+    backends = {c.log.backend for c in checks if c.log.backend}
+    report = NcclCheckReport(
+        recipe=recipe.name,
+        inventory=str(inventory.path),
+        run_id=run_id,
+        image=options.image or recipe.image.reference,
+        head=plan.head,
+        head_addr=plan.head_addr or "",
+        head_port=plan.head_port,
+        backend=",".join(sorted(backends)) or options.backend,
+        ranks=tuple(checks),
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+    if run is not None:
+        write_nccl_check(run, report, {x.rank: got for x, got in zip(launches, logs, strict=True)})
+    return report
+
+
+async def _done(finished: bool, code: int | None) -> tuple[bool, int | None]:
+    return finished, code
+
+
+async def _lines(lines: list[str]) -> list[str]:
+    return lines
+
+
+def write_nccl_check(
+    run: Run, report: NcclCheckReport, logs: Mapping[int, list[str] | BaseException]
+) -> None:
+    run.write_json("nccl-check.json", report.to_json())
+    for rank, lines in logs.items():
+        if isinstance(lines, list):
+            run.write_text(f"rank-{rank}/nccl-check.log", "\n".join(lines) + "\n")
+    run.append_event(
+        {
+            "kind": "nccl_check",
+            "ok": report.ok,
+            "culprits": [r.rank for r in report.culprits()],
+            "elapsed_s": report.elapsed_s,
+        }
+    )

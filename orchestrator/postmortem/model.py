@@ -1,0 +1,206 @@
+"""The postmortem's data: what was read from a run (facts) and what was concluded (diagnosis).
+
+Facts are built by `collect` (the only module that touches the disk), concluded by `diagnose`
+(pure), shown by `report`. `Diagnosis` is the `--json` document; `docs/postmortem.md` describes
+its schema and `SCHEMA` names its version.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from orchestrator.postmortem.signatures import Category, Role
+
+SCHEMA = "cluster.postmortem/1"
+
+PHASES: tuple[str, ...] = (
+    "pending",  # nothing printed
+    "starting",  # printed something (a banner), no engine milestone yet
+    "initializing",  # server args, torch distributed
+    "loading",  # weights
+    "loaded",  # weights in; at the post-load barrier
+    "warming",  # KV cache, CUDA graphs, autotune
+    "serving",  # the engine said it serves
+)
+"""Boot phases in order (the same names as `orchestrator.models.run.RankPhase`)."""
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as ISO-8601 UTC with milliseconds, or None."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Evidence(_Frozen):
+    """One line that supports a conclusion: where it is and what it says."""
+
+    file: str  # relative to the run directory (or the path given with --logs)
+    line: int  # 1-based line number in that file
+    text: str  # the line without its docker timestamp (the \\r segment that matched)
+    ts: float | None = None  # epoch seconds UTC; None when neither the line nor its past had one
+    rank: int | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def time(self) -> str | None:
+        return iso(self.ts)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class Hit(_Frozen):
+    """A signature matched on a rank."""
+
+    signature: str
+    category: Category
+    role: Role
+    evidence: Evidence
+    via: Literal["log", "exit"] = "log"  # a log line, or the rank's exit state
+
+
+class ExitInfo(_Frozen):
+    """How a rank's process ended, from exit.json / inspect.json / events (in that order)."""
+
+    status: str | None = None  # exited, running, created, dead, missing
+    exit_code: int | None = None
+    oom_killed: bool | None = None
+    signal: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    error: str | None = None  # docker's State.Error (why the start failed)
+    source: str = ""  # file:line the state came from
+    error_source: str = ""  # file:line of `error` (inspect.json's State.Error)
+
+    @property
+    def exited(self) -> bool:
+        return self.status in ("exited", "dead") or (
+            self.status is None and self.exit_code is not None
+        )
+
+
+class RankFacts(_Frozen):
+    rank: int
+    node: str | None = None
+    files: tuple[str, ...] = ()
+    lines: int = 0  # lines the rank printed (all its files)
+    bytes: int = 0
+    phase: str = "pending"  # the furthest phase its lines show (PHASES)
+    engine: str | None = None  # sglang / vllm, from its dialect
+    markers: dict[str, Evidence] = Field(default_factory=dict)  # first line of each milestone
+    hits: tuple[Hit, ...] = ()  # first few per signature, in time order
+    counts: dict[str, int] = Field(default_factory=dict)  # matches per signature, all of them
+    first_line: Evidence | None = None
+    last_line: Evidence | None = None
+    exit: ExitInfo | None = None
+
+
+class RunFacts(_Frozen):
+    kind: Literal["run", "logs"]
+    run_id: str | None = None
+    path: str  # the run directory, or the common folder of the log files
+    engine: str | None = None
+    recipe: str | None = None
+    recipe_args: tuple[str, ...] = ()
+    recipe_env: dict[str, str] = Field(default_factory=dict)
+    created: float | None = None
+    supervisor_verdict: dict[str, Any] | None = None
+    warnings: tuple[Evidence, ...] = ()  # the supervisor's warnings (events.jsonl), by rank
+    notes: tuple[str, ...] = ()
+
+
+# -- the diagnosis: the --json document ---------------------------------------------------------
+
+
+class RecipeChange(_Frozen):
+    """What to change in the recipe, and what it is now (when the manifest says)."""
+
+    name: str  # the flag (--moe-runner-backend) or environment variable
+    kind: Literal["flag", "env"]
+    value: str | None = None  # the value to set, when a signature knows it
+    current: str | None = None  # the recipe's value now, or None (unset / unknown)
+    note: str = ""
+    signature: str
+
+
+class SignatureReport(_Frozen):
+    id: str
+    title: str
+    category: Category
+    role: Role
+    meaning: str
+    remedy: str
+    changes: tuple[str, ...]  # rendered ("--attention-backend dsa", "NCCL_DEBUG=INFO")
+    sources: tuple[str, ...]
+    ranks: tuple[int, ...]
+    count: int
+    evidence: tuple[Evidence, ...]  # the first lines (at most a few per rank)
+
+
+class RankReport(_Frozen):
+    rank: int
+    node: str | None
+    role: Literal["root-cause", "same-cause", "other-cause", "cascade", "ok", "unknown"]
+    last_phase: str
+    exit_code: int | None
+    oom_killed: bool | None
+    status: str | None
+    signatures: tuple[str, ...]
+    reason: str  # one line: why this role
+    last_line: Evidence | None
+
+
+class RootCause(_Frozen):
+    rank: int | None
+    category: Category
+    signature: str | None
+    title: str
+    confidence: Literal["high", "medium", "low"]
+    reason: str
+    evidence: tuple[Evidence, ...]
+    also_on: tuple[int, ...] = ()  # ranks that failed the same way on their own
+
+
+class TimelineEntry(_Frozen):
+    ts: float | None
+    rank: int | None
+    kind: Literal["milestone", "match", "exit"]
+    what: str
+    file: str | None = None
+    line: int | None = None
+    text: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def time(self) -> str | None:
+        return iso(self.ts)
+
+
+class Diagnosis(_Frozen):
+    schema_: str = Field(default=SCHEMA, alias="schema", serialization_alias="schema")
+    source: RunFacts
+    category: Category
+    verdict: str  # the one-paragraph answer
+    first_failing_rank: int | None  # the root cause's rank (causal order, not print order)
+    root_cause: RootCause | None
+    first_error: Evidence | None  # the earliest failure line printed anywhere (may be a cascade)
+    cascade_ranks: tuple[int, ...]
+    ranks: tuple[RankReport, ...]
+    signatures: tuple[SignatureReport, ...]
+    recipe_changes: tuple[RecipeChange, ...]
+    timeline: tuple[TimelineEntry, ...]
+    notes: tuple[str, ...] = ()
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

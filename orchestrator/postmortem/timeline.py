@@ -1,0 +1,503 @@
+"""Read rank logs as a stream: find signature matches and boot milestones, with line and time.
+
+A log is read in blocks cut at line ends, never whole. In each block, every signature keyword
+is found with a substring search (C speed, long needles skip far), and only the lines holding a
+keyword are decoded and given to the regexes. Milestones (Load weight end, ready...) are found
+the same way, and each is looked for only until its first occurrence. So the cost is a few
+passes of `bytes.find` per block plus work proportional to the candidate lines, not a Python
+loop over every line.
+
+Times: `docker logs --timestamps` puts an RFC 3339 UTC stamp with nanoseconds before every line
+(the run directory's shape). Raw logs (`--logs`) carry the engines' own stamps: SGLang
+`[2026-03-24 22:12:00 TP3]`, vLLM `INFO 11-24 11:43:54` (no year), torch/glog
+`[E304 12:54:52.122900428 ...]` (no year), syslog `May 15 23:09:27`, ISO with a space or `T`.
+Yearless stamps take the year of the nearest full date seen before them (or the run's). A
+line with no stamp takes the time of the last stamped line before it ("placed by order").
+Times without a zone are taken as UTC (containers run in UTC).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from orchestrator.postmortem.model import PHASES
+from orchestrator.postmortem.signatures import SignatureSet
+
+BLOCK = 8 << 20  # bytes read at a time
+MAX_LINE = 64 << 20  # a "line" longer than this is cut (a binary file, not a log)
+KEEP_PER_SIGNATURE = 12  # matches kept per signature and file (all are counted)
+BACK_LINES = 64  # how far back a stampless line looks for a time
+TEXT_CAP = 2000  # characters of a line kept as evidence
+
+# -- timestamps ---------------------------------------------------------------------------------
+
+_DOCKER_TS = re.compile(
+    rb"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) "
+)
+_ISO = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?"
+)
+_VLLM = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_GLOG = re.compile(r"\[[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    )
+}
+_SYSLOG = re.compile(
+    r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d):(\d\d):(\d\d)"
+)
+_CTIME = re.compile(
+    r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+    r" +(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})\]"
+)
+_HEAD = 160  # engine stamps sit at the start of a line (after a process prefix at most)
+
+
+def _epoch(
+    y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | bytes | None, zone: str | None
+) -> float | None:
+    try:
+        base = datetime(y, mo, d, h, mi, s, tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    if frac:
+        base += int(frac) / 10 ** len(frac)
+    if zone and zone not in ("Z", "z"):
+        sign = -1 if zone[0] == "+" else 1
+        digits = zone[1:].replace(":", "")
+        base += sign * (int(digits[:2]) * 3600 + int(digits[2:4]) * 60)
+    return base
+
+
+def docker_timestamp(line: bytes) -> tuple[float | None, int]:
+    """(epoch, length of the prefix) for a `docker logs --timestamps` line, else (None, 0)."""
+    m = _DOCKER_TS.match(line)
+    if not m:
+        return None, 0
+    g = m.groups()
+    ts = _epoch(
+        int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7].decode()
+    )
+    return ts, m.end()
+
+
+def parse_timestamp(value: str) -> float | None:
+    """An ISO-8601 / RFC 3339 string (docker's nanoseconds included) as epoch seconds."""
+    m = _ISO.match(value.strip())
+    if not m:
+        return None
+    g = m.groups()
+    if g[0] == "0001":  # docker's zero time: never finished / never started
+        return None
+    return _epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
+
+
+def engine_timestamp(text: str, year: int | None) -> tuple[float | None, int | None]:
+    """The engine's own stamp near the start of `text`: (epoch, year it implies) or (None, None).
+
+    A full date also returns its year, so later yearless stamps in the file can borrow it.
+    """
+    head = text[:_HEAD]
+    if m := _ISO.search(head):
+        g = m.groups()
+        y = int(g[0])
+        return _epoch(y, int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7]), y
+    if m := _CTIME.match(head):
+        y = int(m.group(6))
+        ts = _epoch(
+            y, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)), int(m.group(4)),
+            int(m.group(5)), None, None,
+        )  # fmt: skip
+        return ts, y
+    fallback = year or datetime.now(UTC).year
+    if m := _VLLM.search(head):
+        mo, d, h, mi, s = (int(x) for x in m.groups())
+        return _epoch(fallback, mo, d, h, mi, s, None, None), None
+    if m := _GLOG.search(head):
+        g = m.groups()
+        ts = _epoch(fallback, int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), g[5], None)
+        return ts, None
+    if m := _SYSLOG.match(head):
+        ts = _epoch(
+            fallback, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)), int(m.group(4)),
+            int(m.group(5)), None, None,
+        )  # fmt: skip
+        return ts, None
+    return None, None
+
+
+# -- milestones -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A boot milestone: the phase it proves, the engine dialect, a keyword and the exact regex."""
+
+    name: str
+    phase: str
+    engine: str | None
+    keyword: bytes
+    regex: re.Pattern[str]
+
+
+def _m(name: str, phase: str, engine: str | None, keyword: str, regex: str) -> Marker:
+    return Marker(name, phase, engine, keyword.encode(), re.compile(regex))
+
+
+# The stable parts of real lines kept in tests/fixtures/engine-lines/ (sglang.yaml, vllm.yaml).
+# Few on purpose: each one still unseen costs a substring pass per block. Both engines print
+# `Application startup complete` when they serve (uvicorn), so that one stands for "ready" with
+# SGLang's own line.
+MARKERS: tuple[Marker, ...] = (
+    _m("server_args", "initializing", "sglang", "server_args=", r"server_args="),
+    _m("server_args", "initializing", "vllm", "non-default args", r"non-default args"),
+    _m("server_args", "initializing", "vllm", "Initializing an LLM engine", r"Initializing an LLM"),
+    _m(
+        "dist_init",
+        "initializing",
+        "sglang",
+        "Init torch distributed",
+        r"Init torch distributed ends",
+    ),
+    _m("load_begin", "loading", "sglang", "Load weight begin", r"Load weight begin"),
+    _m("load_begin", "loading", "vllm", "Starting to load model", r"Starting to load model"),
+    _m("shards", "loading", None, "checkpoint shards", r"Loading safetensors checkpoint shards"),
+    _m("load_end", "loaded", "sglang", "Load weight end", r"Load weight end\."),
+    _m("load_end", "loaded", "vllm", "Loading weights took", r"Loading weights took"),
+    _m("load_end", "loaded", "vllm", "Model loading took", r"Model loading took"),
+    _m("warmup", "warming", "sglang", "KV Cache is allocated", r"KV Cache is allocated"),
+    _m("warmup", "warming", "sglang", "Capture cuda graph", r"Capture cuda graph begin"),
+    _m("warmup", "warming", "vllm", "Available KV cache memory", r"Available KV cache memory: \d"),
+    _m("warmup", "warming", "vllm", "init engine (profile", r"init engine \(profile"),
+    _m("ready", "serving", "sglang", "fired up and ready to roll", r"fired up and ready to roll"),
+    _m("ready", "serving", None, "Application startup complete", r"Application startup complete"),
+)
+
+
+# -- scan results ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    file: str
+    line: int
+    text: str
+    ts: float | None
+
+
+@dataclass(frozen=True)
+class Match:
+    signature: str
+    line: Line
+
+
+@dataclass
+class FileScan:
+    """What one file said: matches (the first few per signature), milestones, its edges."""
+
+    path: str
+    display: str
+    size: int = 0
+    lines: int = 0
+    matches: list[Match] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    markers: dict[str, Line] = field(default_factory=dict)
+    engines: dict[str, int] = field(default_factory=dict)
+    first: Line | None = None
+    last: Line | None = None
+
+    @property
+    def phase(self) -> str:
+        best = "starting" if self.lines else "pending"
+        for m in MARKERS:
+            if m.name in self.markers and PHASES.index(m.phase) > PHASES.index(best):
+                best = m.phase
+        return best
+
+
+# -- the scan --------------------------------------------------------------------------------------
+
+
+def _blocks(fh: BinaryIO, block: int) -> Iterator[tuple[bytes, bytes]]:
+    """(chunk, the chunk after it) with every chunk ending at a line end (the last may not)."""
+    carry = b""
+    prev: bytes | None = None
+    while True:
+        data = fh.read(block)
+        if not data:
+            break
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0 and len(buf) < MAX_LINE:
+            carry = buf
+            continue
+        if cut == 0:
+            cut = len(buf)
+        chunk, carry = buf[:cut], buf[cut:]
+        if prev is not None:
+            yield prev, chunk
+        prev = chunk
+    if carry:
+        if prev is not None:
+            yield prev, carry
+        prev = carry
+    if prev is not None:
+        yield prev, b""
+
+
+def _segment(text: str, pos: int) -> str:
+    """The \\r-separated piece of `text` holding `pos` (tqdm redraws share a line)."""
+    start = text.rfind("\r", 0, pos) + 1
+    end = text.find("\r", pos)
+    piece = text[start:] if end < 0 else text[start:end]
+    piece = piece.strip()
+    return piece if len(piece) <= TEXT_CAP else piece[:TEXT_CAP] + "…"
+
+
+class _State:
+    __slots__ = ("display", "last_ts", "line_base", "year")
+
+    def __init__(self, display: str, year: int | None) -> None:
+        self.display = display
+        self.year = year
+        self.last_ts: float | None = None  # the last time seen before the current chunk
+        self.line_base = 1  # the line number of the current chunk's first line
+
+
+def _line_time(chunk: bytes, ls: int, le: int, state: _State) -> tuple[float | None, str]:
+    """(time, text without docker stamp) of the line at chunk[ls:le]."""
+    raw = chunk[ls:le]
+    ts, cut = docker_timestamp(raw)
+    text = raw[cut:].decode("utf-8", "replace").rstrip("\r")
+    if ts is None:
+        ts, year = engine_timestamp(text, state.year)
+        if year is not None:
+            state.year = year
+    return ts, text
+
+
+def _time_before(chunk: bytes, ls: int, state: _State) -> float | None:
+    """The time of the nearest stamped line before chunk offset `ls` ("placed by order")."""
+    end = ls - 1
+    for _ in range(BACK_LINES):
+        if end < 0:
+            break
+        start = chunk.rfind(b"\n", 0, end) + 1
+        ts, _text = _line_time(chunk, start, end, state)
+        if ts is not None:
+            return ts
+        end = start - 1
+    return state.last_ts
+
+
+def _window(chunk: bytes, following: bytes, le: int, count: int) -> list[str]:
+    """The `count` lines after chunk offset `le` (the end of a line), docker stamps removed."""
+    out: list[str] = []
+    src, pos = chunk, le + 1
+    while len(out) < count:
+        if pos >= len(src):
+            if src is following:
+                break
+            src, pos = following, 0
+            continue
+        end = src.find(b"\n", pos)
+        end = len(src) if end < 0 else end
+        raw = src[pos:end]
+        _ts, cut = docker_timestamp(raw)
+        out.append(raw[cut:].decode("utf-8", "replace").rstrip("\r"))
+        pos = end + 1
+    return out
+
+
+def scan_file(
+    path: Path, sigs: SignatureSet, *, display: str | None = None, year: int | None = None
+) -> FileScan:
+    """Scan one log file (streaming) for signatures and milestones."""
+    shown = display or str(path)
+    result = FileScan(path=str(path), display=shown)
+    state = _State(shown, year)
+    wanted = list(MARKERS)
+    compiled = sigs.compiled
+    keywords = sigs.keywords
+    with path.open("rb") as fh:
+        for chunk, following in _blocks(fh, BLOCK):
+            result.size += len(chunk)
+            find = chunk.find
+            rfind = chunk.rfind
+            # 1. candidate lines: every keyword occurrence, grouped by line start
+            candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+            for entry in keywords:
+                kw = entry.keyword
+                i = find(kw)
+                while i >= 0:
+                    ls = rfind(b"\n", 0, i) + 1
+                    le = find(b"\n", i)
+                    if le < 0:
+                        le = len(chunk)
+                    slot = candidates.get(ls)
+                    if slot is None:
+                        candidates[ls] = (le, list(entry.targets))
+                    else:
+                        slot[1].extend(entry.targets)
+                    i = find(kw, le)
+            # 2. milestones still unseen: first occurrence whose regex agrees
+            found_markers: list[tuple[int, int, Marker]] = []
+            if wanted:
+                still: list[Marker] = []
+                seen_names = {m.name for _, _, m in found_markers}
+                for marker in wanted:
+                    if marker.name in result.markers or marker.name in seen_names:
+                        continue
+                    i = find(marker.keyword)
+                    hit = False
+                    while i >= 0:
+                        ls = rfind(b"\n", 0, i) + 1
+                        le = find(b"\n", i)
+                        le = len(chunk) if le < 0 else le
+                        seg = chunk[ls:le].decode("utf-8", "replace")
+                        if marker.regex.search(seg):
+                            found_markers.append((ls, le, marker))
+                            seen_names.add(marker.name)
+                            hit = True
+                            break
+                        i = find(marker.keyword, le)
+                    if not hit:
+                        still.append(marker)
+                wanted = still
+            # 3. line numbers for the candidates, in one forward count
+            starts = sorted(set(candidates) | {ls for ls, _, _ in found_markers})
+            numbers: dict[int, int] = {}
+            n, pos = state.line_base, 0
+            for ls in starts:
+                n += chunk.count(b"\n", pos, ls)
+                pos = ls
+                numbers[ls] = n
+            # 4. run the regexes on candidate lines (the block's first line first: a full
+            # date there gives yearless stamps below their year)
+            head = _edge(chunk, state, first=True)
+            if result.first is None:
+                result.first = head
+            for ls in sorted(candidates):
+                le, targets = candidates[ls]
+                ts, text = _line_time(chunk, ls, le, state)
+                if ts is None:
+                    ts = _time_before(chunk, ls, state)
+                done: set[int] = set()
+                windows: dict[int, str] = {}
+                for si, pi in targets:
+                    if si in done:
+                        continue
+                    c = compiled[si]
+                    pattern = c.sig.patterns[pi]
+                    subject = text
+                    if pattern.lines > 1:
+                        subject = windows.get(pattern.lines, "")
+                        if not subject:
+                            more = _window(chunk, following, le, pattern.lines - 1)
+                            subject = "\n".join([text, *more])
+                            windows[pattern.lines] = subject
+                    if c.vetoed(subject):
+                        continue
+                    m = c.regexes[pi].search(subject)
+                    if m is None:
+                        continue
+                    done.add(si)
+                    sig_id = c.sig.id
+                    count = result.counts.get(sig_id, 0) + 1
+                    result.counts[sig_id] = count
+                    if count <= KEEP_PER_SIGNATURE:
+                        start = min(m.start(), len(text))
+                        line = Line(shown, numbers[ls], _segment(text, start), ts)
+                        result.matches.append(Match(sig_id, line))
+            for ls, le, marker in found_markers:
+                ts, text = _line_time(chunk, ls, le, state)
+                if ts is None:
+                    ts = _time_before(chunk, ls, state)
+                pos_kw = text.find(marker.keyword.decode())
+                line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
+                if marker.name not in result.markers:
+                    result.markers[marker.name] = line
+                if marker.engine:
+                    result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
+            # 5. the file's edges, and the time carried into the next chunk
+            newlines = chunk.count(b"\n")
+            ends_open = not chunk.endswith(b"\n")
+            last = _edge(chunk, state, first=False)
+            if last is not None:
+                result.last = last
+                if last.ts is not None:
+                    state.last_ts = last.ts
+            state.line_base += newlines
+            result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
+    result.matches.sort(key=lambda mt: (mt.line.ts is None, mt.line.ts or 0.0, mt.line.line))
+    return result
+
+
+def _edge(chunk: bytes, state: _State, *, first: bool) -> Line | None:
+    """The first (or last) non-empty line of a chunk, with its number and time."""
+    if first:
+        pos, number = 0, state.line_base
+        while pos < len(chunk):
+            end = chunk.find(b"\n", pos)
+            end = len(chunk) if end < 0 else end
+            ts, text = _line_time(chunk, pos, end, state)
+            if text.strip():
+                return Line(state.display, number, _segment(text, 0), ts)
+            pos, number = end + 1, number + 1
+            if number - state.line_base > BACK_LINES:
+                break
+        return None
+    end = len(chunk) - 1 if chunk.endswith(b"\n") else len(chunk)
+    number = state.line_base + chunk.count(b"\n", 0, max(end, 0))
+    for _ in range(BACK_LINES):
+        if end < 0:
+            break
+        start = chunk.rfind(b"\n", 0, end) + 1
+        ts, text = _line_time(chunk, start, end, state)
+        if text.strip():
+            # the last tqdm redraw of the line is what the rank showed last
+            shown = text.strip().split("\r")[-1].strip() or text.strip()
+            if ts is None:
+                ts = _time_before(chunk, start, state)
+            return Line(state.display, number, _segment(shown, 0), ts)
+        end, number = start - 1, number - 1
+    return None
+
+
+# -- many files ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanJob:
+    path: Path
+    display: str
+    year: int | None = None
+
+
+def _run(job: ScanJob, sigs: SignatureSet) -> FileScan:
+    return scan_file(job.path, sigs, display=job.display, year=job.year)
+
+
+PARALLEL_BYTES = 64 << 20  # below this, one process is quicker than starting others
+
+
+def scan_files(
+    jobs: Sequence[ScanJob], sigs: SignatureSet, *, workers: int | None = None
+) -> list[FileScan]:
+    """Scan several files; big runs in parallel processes (one file each), results in order."""
+    total = sum(j.path.stat().st_size for j in jobs if j.path.exists())
+    if workers is None:
+        workers = min(len(jobs), os.cpu_count() or 1) if total >= PARALLEL_BYTES else 1
+    if workers <= 1 or len(jobs) <= 1:
+        return [_run(j, sigs) for j in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_run, jobs, [sigs] * len(jobs)))
