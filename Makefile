@@ -11,10 +11,13 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	# CPU torch for the netns tier's real Gloo all-reduce (`cluster nccl-check`). Pinned: pip
+	# takes this version's CPU build from the machine's disk; a range would fetch a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/cluster inventory check
+	$(VENV)/bin/cluster boot mistral-large4-8x-sglang
 
 system-deps:
 	bash .ci/system-deps.sh

@@ -54,7 +54,9 @@ async def main(out: Path) -> None:
         )
     )
     for r in launches:
-        per_host = {k: v for k, v in r.env.items() if "IFNAME" in k or k.startswith(("NCCL", "UCX", "OMPI"))}
+        per_host = {
+            k: v for k, v in r.env.items() if "IFNAME" in k or k.startswith(("NCCL", "UCX", "OMPI"))
+        }
         print(f"rank {r.rank} ({r.node}): {per_host}")
 
 

@@ -24,31 +24,57 @@ HOST_REQUIRED = {  # the lent machine's rule: NVLink multicast stays off
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-TRANSPORT = re.compile(r"via (P2P/\S+|SHM/\S+|NET/\S+)|NET/(Socket|IB)|Using network (\S+)|NCCL_SOCKET_IFNAME set to (\S+)|NET/Socket : Using \[\d+\](\S+)")
+TRANSPORT = re.compile(
+    r"via (P2P/\S+|SHM/\S+|NET/\S+)|NET/(Socket|IB)|Using network (\S+)|NCCL_SOCKET_IFNAME set to (\S+)|NET/Socket : Using \[\d+\](\S+)"
+)
 
 
 def run(plan: dict, extra: dict[str, str], out: Path, name: str) -> dict:
     procs = []
     started = time.monotonic()
     for r in plan["ranks"]:
-        env = {**os.environ, **r["env"], **HOST_REQUIRED, **extra, "CUDA_VISIBLE_DEVICES": str(r["rank"])}
+        env = {
+            **os.environ,
+            **r["env"],
+            **HOST_REQUIRED,
+            **extra,
+            "CUDA_VISIBLE_DEVICES": str(r["rank"]),
+        }
         log = (out / f"{name}-rank{r['rank']}.log").open("wb")
-        procs.append((r["rank"], subprocess.Popen(r["argv"], env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        procs.append(
+            (
+                r["rank"],
+                subprocess.Popen(r["argv"], env=env, stdout=log, stderr=subprocess.STDOUT),
+                log,
+            )
+        )
     codes = {}
     for rank, p, log in procs:
         codes[rank] = p.wait(timeout=400)
         log.close()
-    result: dict = {"extra_env": extra, "seconds": round(time.monotonic() - started, 2), "ranks": {}}
+    result: dict = {
+        "extra_env": extra,
+        "seconds": round(time.monotonic() - started, 2),
+        "ranks": {},
+    }
     for rank, _, _ in procs:
         text = (out / f"{name}-rank{rank}.log").read_text(errors="replace")
-        events = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines() if line.startswith("NCCLCHECK ")]
+        events = [
+            json.loads(line.split(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("NCCLCHECK ")
+        ]
         transports = sorted({m.group(0) for m in TRANSPORT.finditer(text)})
         result["ranks"][rank] = {
             "exit": codes[rank],
             "joined": any(e["event"] == "joined" for e in events),
             "allreduce": next((e for e in events if e["event"] == "allreduce"), None),
             "bandwidth": [
-                {"bytes": e["bytes"], "busbw_GBps": round(e["busbw_gbps"], 2), "algbw_GBps": round(e["algbw_gbps"], 2)}
+                {
+                    "bytes": e["bytes"],
+                    "busbw_GBps": round(e["busbw_gbps"], 2),
+                    "algbw_GBps": round(e["algbw_gbps"], 2),
+                }
                 for e in events
                 if e["event"] == "bw"
             ],
@@ -64,7 +90,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
     topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
-    import torch  # noqa: PLC0415 — only for the versions in the report
+    import torch
 
     report = {
         "gpus": smi.strip().splitlines(),
@@ -75,7 +101,9 @@ def main() -> None:
         "generated_env_rank0": plan["ranks"][0]["env"],
         "runs": {
             "as_generated": run(plan, {}, out, "p2p"),
-            "network_forced": run(plan, {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, out, "net"),
+            "network_forced": run(
+                plan, {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, out, "net"
+            ),
         },
     }
     (out / "report.json").write_text(json.dumps(report, indent=2))

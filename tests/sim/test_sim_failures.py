@@ -94,7 +94,7 @@ SIGNATURE_CASES = [
         "flashinfer-trtllm-fmha-unsupported-architecture",
     ),
     ("sglang", "exit-at=warmup:signature=g1-scale-c", "sglang-fusedmoe-no-g1-scale-c"),
-    ("sglang", "exit-at=kv:signature=sparse-mla", "sglang-flashinfer-sparse-mla-glm-only"),
+    ("sglang", "exit-at=kv:signature=sparse-mla", "sglang-flashinfer-sparse-mla-validator"),
     ("sglang", "exit-at=kv:signature=kv-budget", None),
     ("sglang", "exit-at=load", None),  # cuda-oom, halfway through the weights
     ("vllm", "exit-at=kv:signature=kv-budget", "vllm-estimated-max-model-length-seed002"),
