@@ -13,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LABEL_RUN
-from orchestrator.models.inventory import Inventory
+from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.runctx import RunContext
 from orchestrator.runstore import Run, RunStore
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
+from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.status import runtime_for
 from orchestrator.transport import ConnectOptions, Transport
 
@@ -121,14 +122,43 @@ def run_age(run_id: str, now: datetime) -> timedelta:
     return now - started
 
 
+def _process_leftovers(inventory: Inventory) -> list[Leftover]:
+    """The built-in simulated cluster's ranks: launcher folders whose process still runs."""
+    runtime = ProcessRuntime()
+    found = []
+    for node in inventory.nodes:
+        node_dir = runtime.root / node.name
+        if not node_dir.is_dir():
+            continue
+        for rank_dir in sorted(node_dir.iterdir()):
+            spec_file = rank_dir / "spec.json"
+            if not spec_file.exists():
+                continue
+            labels = json.loads(spec_file.read_text()).get("labels", {})
+            running = not (rank_dir / "exit.json").exists()
+            found.append(
+                Leftover(
+                    node=node.name,
+                    container=rank_dir.name,
+                    run_id=str(labels.get(LABEL_RUN, "?")),
+                    rank=str(labels.get("cluster.rank", "?")),
+                    state="running" if running else "exited",
+                )
+            )
+    return found
+
+
 async def find_leftovers(
     inventory: Inventory, older_than: timedelta, options: ConnectOptions | None = None
 ) -> list[Leftover]:
-    transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
-    try:
-        found = await _list_leftovers(inventory, transports)
-    finally:
-        await close_transports(transports)
+    if inventory.connection is Connection.local:
+        found = _process_leftovers(inventory)
+    else:
+        transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
+        try:
+            found = await _list_leftovers(inventory, transports)
+        finally:
+            await close_transports(transports)
     now = datetime.now(UTC)
     return [f for f in found if _parses(f.run_id) and run_age(f.run_id, now) >= older_than]
 
@@ -149,6 +179,8 @@ async def prune(
 ) -> list[str]:
     """Save each leftover's logs and inspect output into its run (made if missing), then remove
     it. Returns one line per container: what was done."""
+    if inventory.connection is Connection.local:
+        return await _prune_processes(inventory, leftovers, store)
     transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
     done: list[str] = []
     try:
@@ -171,4 +203,24 @@ async def prune(
                 done.append(f"{item.node}: kept {item.container}: {exc.line()}")
     finally:
         await close_transports(transports)
+    return done
+
+
+async def _prune_processes(
+    inventory: Inventory, leftovers: list[Leftover], store: RunStore
+) -> list[str]:
+    runtime = ProcessRuntime()
+    done = []
+    for item in leftovers:
+        spec = RankSpec(
+            rank=int(item.rank) if item.rank.isdigit() else 0,
+            node=inventory.node(item.node),
+            name=item.container,
+            argv=(),
+        )
+        run_dir = store.root / item.run_id
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await save_rank(Run(item.run_id, run_dir), spec, runtime)
+        await runtime.stop(spec, remove=True)
+        done.append(f"{item.node}: removed {item.container} (run {item.run_id})")
     return done

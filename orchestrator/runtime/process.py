@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,6 +184,8 @@ class ProcessRuntime:
             else:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pids[0], signal.SIGKILL)
+        if remove:  # like `docker rm`: the caller saved the logs into the run first
+            shutil.rmtree(self.rank_dir(spec), ignore_errors=True)
 
 
 def _group(pgid: int) -> list[psutil.Process]:

@@ -94,7 +94,7 @@ async def test_the_built_in_cluster_boots_to_ready_keeps_every_log_and_leaves_ra
     finally:
         await stop(result)
     view = await live_view(load_context(result.run))
-    assert all(r.container_state == "exited" for r in view.ranks)
+    assert all(r.container_state == "missing" for r in view.ranks)  # stopped and removed
     assert (result.run.dir / "rank-3" / "full-stderr.log").stat().st_size > 0
 
 
@@ -213,3 +213,21 @@ def test_a_killed_controller_leaves_the_ranks_running_and_supervise_resumes_to_r
             )
     finally:
         subprocess.run([*cli, "stop", "--yes", "--run", run_dir.name], env=env, timeout=120)
+
+
+async def test_prune_saves_and_removes_ranks_an_earlier_boot_left_behind(sim_weights, state):
+    from datetime import timedelta
+
+    from orchestrator.stop import find_leftovers, prune
+
+    result, store = await run_boot(sim_weights, state, fault="rank=2:exit-at=kv:signature=cuda-oom")
+    inventory = load_inventory(builtin_simulated_inventory())
+    leftovers = await find_leftovers(inventory, timedelta(0))
+    assert {x.run_id for x in leftovers} == {result.run.id}
+    assert len(leftovers) == 8
+    lines = await prune(inventory, leftovers, store)
+    assert all("removed" in line for line in lines), lines
+    assert await find_leftovers(inventory, timedelta(0)) == []
+    for k in range(8):
+        assert (result.run.dir / f"rank-{k}" / "full-stderr.log").exists()
+        assert (result.run.dir / f"rank-{k}" / "inspect.json").exists()
