@@ -45,6 +45,7 @@ from orchestrator.runstore import Run, RunStore
 from orchestrator.runtime.base import RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
+from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
 from orchestrator.supervisor.watchers import WatchConfig
@@ -168,21 +169,6 @@ def host_python() -> list[str]:
 
 
 # -- plans to rank specs --------------------------------------------------------------------
-
-
-def rank_specs(plan: LaunchPlan, inventory: Inventory) -> list[RankSpec]:
-    return [
-        RankSpec(
-            rank=r.rank,
-            node=inventory.node(r.node),
-            name=r.container,
-            argv=r.engine_argv,
-            env=r.env,
-            docker_run=r.docker_argv,
-            labels=r.labels,
-        )
-        for r in sorted(plan.ranks, key=lambda r: r.rank)
-    ]
 
 
 def endpoint_of(recipe: Recipe, inventory: Inventory) -> tuple[str, str]:

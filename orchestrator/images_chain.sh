@@ -98,6 +98,15 @@ for w in "$tag" "$me"; do
 done
 [ "$medh" = - ] || export DOCKER_HOST="$medh"
 
+# Work folders of earlier pushes to this node whose process group is gone (killed before its
+# trap could run, e.g. a node cut off mid-push and restarted): ours to remove.
+for old in "${TMPDIR:-/tmp}"/cluster-image.*."$me"; do
+    [ -d "$old" ] || continue
+    opg=$(cat "$old/pgid" 2>/dev/null || true)
+    case $opg in '' | *[!0-9]*) continue ;; esac
+    kill -0 "$opg" 2>/dev/null || rm -rf "$old"
+done
+
 d=${TMPDIR:-/tmp}/cluster-image.$tag.$me
 if ! mkdir -m 700 "$d" 2>/dev/null; then
     say error "$me" "cannot create $d (exists already, or no space)"

@@ -17,6 +17,7 @@ from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.models.run import LogLine, RankStarted
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import RankSpec
+from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.follower import split_lines
 from orchestrator.supervisor.progress import line_timestamp_ns
 from orchestrator.supervisor.state import BootState, initial_state, reduce
@@ -76,18 +77,7 @@ def load_context(run: Run) -> RunContext:
             nodes=tuple(Node.model_validate(n) for n in inv_data["nodes"]),
         )
     recipe = manifest.get("recipe") or {}
-    specs = [
-        RankSpec(
-            rank=r.rank,
-            node=inventory.node(r.node),
-            name=r.container,
-            argv=r.engine_argv,
-            env=r.env,
-            docker_run=r.docker_argv,
-            labels=r.labels,
-        )
-        for r in sorted(plan.ranks, key=lambda r: r.rank)
-    ]
+    specs = rank_specs(plan, inventory)
     timeouts = recipe.get("timeouts") or {}
     model = recipe.get("model") or {}
     return RunContext(

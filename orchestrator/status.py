@@ -21,6 +21,7 @@ from orchestrator.runctx import RunContext, read_json, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
+from orchestrator.runtime.specs import sample_fields
 from orchestrator.supervisor.progress import line_timestamp_ns
 from orchestrator.supervisor.state import BootState, reduce
 from orchestrator.supervisor.view import BootView, build_view
@@ -93,16 +94,7 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
         if sample is not None:
             state = reduce(
                 state,
-                Sample(
-                    ts=now,
-                    rank=k,
-                    mem_free=sample.mem_free,
-                    mem_available=sample.mem_available,
-                    cached=sample.cached,
-                    dirty=sample.dirty,
-                    rchar=sample.rchar,
-                    read_bytes=sample.read_bytes,
-                ),
+                Sample(ts=now, rank=k, **sample_fields(sample)),
             )
         if not exit_state.running and exit_state.status != "missing":
             state = reduce(

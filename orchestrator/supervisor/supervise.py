@@ -34,6 +34,7 @@ from orchestrator.models.run import (
 )
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
+from orchestrator.runtime.specs import sample_fields
 from orchestrator.supervisor.follower import Follower
 from orchestrator.supervisor.progress import timestamp_ns
 from orchestrator.supervisor.state import BootState, initial_state, reduce
@@ -120,18 +121,7 @@ class Supervisor:
                 now = self.clock()
                 if self.state.rank(spec.rank).lost_since is not None:
                     self.fold(NodeBack(ts=now, rank=spec.rank))
-                self.fold(
-                    Sample(
-                        ts=now,
-                        rank=spec.rank,
-                        mem_free=s.mem_free,
-                        mem_available=s.mem_available,
-                        cached=s.cached,
-                        dirty=s.dirty,
-                        rchar=s.rchar,
-                        read_bytes=s.read_bytes,
-                    )
-                )
+                self.fold(Sample(ts=now, rank=spec.rank, **sample_fields(s)))
                 with samples.open("a") as fh:
                     fh.write(json.dumps({"ts": now, **s.__dict__}) + "\n")
                 self.container_states[spec.rank] = state.status
