@@ -1,0 +1,125 @@
+"""The thin runner: gather facts, plan, run the one real test, judge, write the report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from orchestrator.facts import (
+    FactsRequest,
+    TransportFactory,
+    add_peers,
+    close_transports,
+    gather_facts,
+    open_transports,
+)
+from orchestrator.launch import LaunchPlan, PlanError, plan_launch
+from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.models.recipe import Recipe
+from orchestrator.preflight.judge import judge
+from orchestrator.preflight.model import PreflightLimits, PreflightReport, PreflightResult, Runtime
+from orchestrator.preflight.reachability import probe_reachability
+from orchestrator.rendezvous import plan_rendezvous
+from orchestrator.runstore import Run, new_run_id
+from orchestrator.transport import ConnectOptions
+
+
+def runtime_of(inventory: Inventory) -> Runtime:
+    return "process" if inventory.connection is Connection.local else "docker"
+
+
+async def run_preflight(
+    recipe: Recipe,
+    inventory: Inventory,
+    options: ConnectOptions | None = None,
+    *,
+    run: Run | None = None,
+    factory: TransportFactory | None = None,
+    limits: PreflightLimits | None = None,
+    image_will_be_pushed: bool = False,
+    image_ready: Mapping[str, bool] | None = None,
+    peers: bool | None = None,
+) -> PreflightResult:
+    """Gather facts, plan, test the rendezvous port for real, judge; write the run directory.
+
+    `peers`: ask whether nodes can SSH to each other; None (default) asks only when the image
+    chain will run (some node lacks the image). Never raises for what it finds (the report
+    carries it); the caller refuses on errors."""
+    limits = limits or PreflightLimits()
+    started = time.monotonic()
+    runtime = runtime_of(inventory)
+    docker = runtime == "docker"
+    request = FactsRequest(
+        image=recipe.image.reference if docker else None,
+        weights_dir=recipe.model.host_dir,
+        docker=docker,
+    )
+    transports = open_transports(inventory, options or ConnectOptions(), factory)
+    try:
+        facts = await gather_facts(inventory, transports, request)
+        missing_image = any(f.image is not None and not f.image.present for f in facts)
+        if peers or (peers is None and docker and missing_image and len(inventory.nodes) > 1):
+            facts = await add_peers(inventory, transports, facts)
+        plan = plan_rendezvous(recipe, inventory, facts)
+        head_facts = facts[0] if facts else None
+        reach = None
+        if head_facts is not None and head_facts.reachable:
+            reach = await probe_reachability(
+                inventory, transports, plan, timeout_s=limits.tcp_timeout_s
+            )
+    finally:
+        await close_transports(transports)
+    run_id = run.id if run is not None else new_run_id()
+    launch: LaunchPlan | None = None
+    launch_error: str | None = None
+    try:
+        launch = plan_launch(recipe, inventory, plan, run_id)
+    except PlanError as exc:
+        launch_error = str(exc)
+    problems, ran = judge(
+        recipe,
+        inventory,
+        facts,
+        plan,
+        reachability=reach,
+        limits=limits,
+        runtime=runtime,
+        run_id=run.id if run is not None else None,
+        image_will_be_pushed=image_will_be_pushed,
+        image_ready=image_ready,
+    )
+    report = PreflightReport(
+        recipe=recipe.name,
+        inventory=str(inventory.path),
+        nodes=len(inventory.nodes),
+        runtime=runtime,
+        checks=tuple(ran),
+        problems=tuple(problems),
+        reachability=reach,
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+    result = PreflightResult(
+        report=report, facts=facts, rendezvous=plan, launch=launch, launch_error=launch_error
+    )
+    if run is not None:
+        write_preflight(run, result)
+    return result
+
+
+def write_preflight(run: Run, result: PreflightResult) -> None:
+    """`preflight.json` (the report), `facts.json` and both plans under `plans/`, one event."""
+    run.write_json("preflight.json", result.report.to_json())
+    run.write_json("facts.json", [f.model_dump(mode="json") for f in result.facts])
+    run.write_json("plans/rendezvous.json", result.rendezvous.model_dump(mode="json"))
+    if result.launch is not None:
+        run.write_json("plans/launch.json", result.launch.model_dump(mode="json"))
+    report = result.report
+    run.append_event(
+        {
+            "kind": "preflight",
+            "ok": report.ok,
+            "errors": len(report.errors),
+            "warnings": len(report.warnings),
+            "problems": [f"{p.severity}: {p.node or 'cluster'}: {p.what}" for p in report.problems],
+        }
+    )
