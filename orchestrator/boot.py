@@ -433,6 +433,7 @@ async def ensure_image(
             platform=recipe.image.platform,
             ready_window_s=float(recipe.timeouts.exec_ready),
             connect_timeout_s=options.connect.connect_timeout_s,
+            probe_all=True,  # nodes that already held it are proven runnable too
         ),
     )
     run.write_json("image.json", report.model_dump(mode="json"))

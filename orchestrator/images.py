@@ -794,6 +794,7 @@ class PushOptions:
     stall_timeout_s: float = 15.0  # a hop that moves nothing this long is dead
     max_rounds: int = 3
     probe: bool = True  # exec-readiness on every node that loaded
+    probe_all: bool = False  # ... and on the nodes that already held it (what boot wants)
     ready_window_s: float = DEFAULT_WINDOW_S
     ready_command: tuple[str, ...] = ("/bin/sh", "-c", "true")
     expected_digest: str | None = None
@@ -1807,7 +1808,8 @@ async def _push(
                 )
             )
     # Exec-readiness on every node that loaded in this push.
-    loaded = [name for name, r in rows.items() if r.get("action") is NodeAction.loaded]
+    wanted = (NodeAction.loaded, NodeAction.skipped) if options.probe_all else (NodeAction.loaded,)
+    loaded = [name for name, r in rows.items() if r.get("action") in wanted]
     if options.probe and loaded:
         results = await probe_exec_ready(
             inventory,

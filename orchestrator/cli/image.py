@@ -269,6 +269,10 @@ def push(
     no_probe: Annotated[
         bool, typer.Option("--no-probe", help="skip the exec-readiness probe after loading")
     ] = False,
+    probe_all: Annotated[
+        bool,
+        typer.Option("--probe-all", help="also probe the nodes that already held the image"),
+    ] = False,
     digest: DigestOpt = None,
     platform: Annotated[
         str | None, typer.Option("--platform", help="expected platform, e.g. linux/arm64")
@@ -291,6 +295,7 @@ def push(
         connect_timeout_s=connect_timeout,
         stall_timeout_s=stall_timeout,
         probe=not no_probe,
+        probe_all=probe_all,
         ready_window_s=ready_timeout,
         expected_digest=digest,
         platform=platform,

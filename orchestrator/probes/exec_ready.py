@@ -188,7 +188,14 @@ async def wait_exec_ready(
         argv = exec_ready_argv(image, docker=docker, command=command, name=name)
         left = max(1.0, window_s - (time.monotonic() - started))
         try:
-            result = await transport.run(argv, timeout_s=left)
+            # The outer deadline also covers opening the session on a connection whose link
+            # died (asyncssh would otherwise wait for its keepalive first).
+            result = await asyncio.wait_for(transport.run(argv, timeout_s=left), left + 5)
+        except TimeoutError:
+            await _remove(transport, docker, name)
+            last = f"`docker run` did not return within {left:.0f} s"
+            first = first or last
+            raise _Lazy(last) from None
         except CommandTimeout as exc:
             await _remove(transport, docker, name)
             last = f"`docker run` did not return within {left:.0f} s" + (

@@ -647,6 +647,27 @@ def test_cleanup_stops_a_chain_that_waits_forever_by_its_process_group(
         hung.communicate()
 
 
+def test_a_work_folder_left_by_a_killed_push_to_this_node_is_swept_by_the_next(
+    fake_nodes: dict[str, str], tmp_path: Path
+) -> None:
+    work = Path(fake_nodes["TMPDIR"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = work / "cluster-image.old1-r1.n1"
+    stale.mkdir()
+    (stale / "pgid").write_text(f"{dead.pid}\n")
+    alive = work / "cluster-image.old2-r1.n1"
+    alive.mkdir()
+    (alive / "pgid").write_text(f"{os.getpid()}\n")
+    other = work / "cluster-image.old3-r1.n2"
+    other.mkdir()
+    raw = Path(fake_nodes["FAKE_IMAGE"]).read_bytes()
+    wire = subprocess.run(["zstd", "-1", "-c"], input=raw, capture_output=True, check=True).stdout
+    run_chain(fake_nodes, "chain", "t5-r1", ["n1"], wire)
+    assert not stale.exists()  # its process group is gone
+    assert alive.exists() and other.exists()  # still running / another node's
+
+
 def test_the_chain_script_is_static_text_that_dash_accepts() -> None:
     script = chain_script()
     assert subprocess.run(["sh", "-n", "-c", script], capture_output=True).returncode == 0

@@ -1,0 +1,355 @@
+"""`cluster image push | probe` against eight real sshd + dockerd nodes (issue 5's acceptance).
+
+The image is MB-sized on purpose (busybox plus ~8 MB of this machine's shared libraries: real
+bytes, so zstd behaves as it does on a real image); the large-image figures come from
+`bench/image_push.py`. The controller's own docker is a one-node second testbed (prefix `cti`):
+its dockerd is reached through its unix socket as DOCKER_HOST, as a controller's local daemon.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator.images import chain_script
+from tests.netns.testbed import REAL_DOCKER, Testbed
+
+pytestmark = pytest.mark.netns
+CLUSTER = [sys.executable, "-m", "orchestrator.cli"]
+TAG = "ctb/push:1"
+EXTRA_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class PushImage:
+    tag: str
+    archive: Path
+    controller_docker_host: str
+
+
+def _rootfs(root: Path) -> None:
+    """busybox with its applets, plus real shared libraries (compressible like a real image)."""
+    for d in ("bin", "etc", "tmp", "lib/extra"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    shutil.copy2(busybox, root / "bin" / "busybox")
+    for applet in ("sh", "true", "cat", "ls"):
+        (root / "bin" / applet).symlink_to("busybox")
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    total = 0
+    for lib in sorted(glob.glob("/usr/lib/*-linux-gnu/*.so*")):
+        p = Path(lib)
+        if total >= EXTRA_BYTES:
+            break
+        if p.is_symlink() or not p.is_file() or p.stat().st_size > 1 << 20:
+            continue
+        shutil.copyfile(p, root / "lib" / "extra" / p.name)
+        total += p.stat().st_size
+
+
+@pytest.fixture(scope="module")
+def push_image(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PushImage]:
+    """The test image in a second, one-node testbed's dockerd (the controller's docker) and as
+    a `docker save` archive; torn down after the module."""
+    ctl = Testbed(
+        Path(f"{testbed.root}-img"), prefix="cti", mgmt_subnet="198.18.4", fab_subnet="198.18.5"
+    )
+    work = tmp_path_factory.mktemp("image")
+    try:
+        ctl.up(1)
+        rootfs = work / "rootfs"
+        _rootfs(rootfs)
+        tar = subprocess.Popen(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE
+        )
+        docker = [REAL_DOCKER, "-H", ctl.node(0).docker_host]
+        subprocess.run(
+            [*docker, "import", "-c", 'CMD ["/bin/sh"]', "-", TAG],
+            stdin=tar.stdout,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        assert tar.wait(timeout=60) == 0
+        archive = work / "push.tar"
+        ctl.docker(0, "save", "-o", str(archive), TAG)
+        yield PushImage(TAG, archive, ctl.node(0).docker_host)
+    finally:
+        ctl.down()
+
+
+def remove_everywhere(tb: Testbed, nodes: list[int] | None = None) -> None:
+    def rmi(k: int) -> None:
+        tb.docker(k, "rmi", "-f", TAG, check=False)
+
+    threads = [threading.Thread(target=rmi, args=(k,)) for k in nodes or range(len(tb.nodes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+
+def cluster(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> tuple[int, str, str, float]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*CLUSTER, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
+
+
+def rows(report: dict) -> dict[str, dict]:
+    return {n["node"]: n for n in report["nodes"]}
+
+
+def test_a_push_from_the_controllers_docker_reaches_all_eight_verified_and_ready_and_a_repush_skips_them(
+    clean_testbed, push_image
+):
+    tb = clean_testbed
+    remove_everywhere(tb)
+    env = {"DOCKER_HOST": push_image.controller_docker_host}
+    code, out, err, _ = cluster("image", "push", TAG, "-i", str(tb.inventory), "--json", env=env)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["source"] == "the controller's docker"
+    assert report["mode"] == "chain", report["mode_reason"]
+    assert report["compression"] == "zstd"
+    assert len(report["rounds"]) == 1
+    by = rows(report)
+    assert len(by) == 8
+    for node in tb.nodes:
+        row = by[node.name]
+        assert row["action"] == "loaded" and row["verified"] is True, row
+        assert row["probe"]["ready"] and row["probe"]["tries"] == 1, row
+        assert row["sends"] == 1
+    ids = {tb.docker(k, "image", "inspect", "-f", "{{.Id}}", TAG).stdout.strip() for k in range(8)}
+    assert len(ids) == 1
+
+    code, out, err, elapsed = cluster(
+        "image", "push", TAG, "-i", str(tb.inventory), "--json", env=env
+    )
+    assert code == 0, err
+    again = json.loads(out)
+    assert {n["action"] for n in again["nodes"]} == {"skipped"}
+    assert again["rounds"] == [] and again["mode"] is None
+    assert all(n["probe"] is None for n in again["nodes"])
+    assert elapsed < 20  # loosely: the figure comes from bench/image_push.py
+
+    code, out, err, _ = cluster(
+        "image", "push", TAG, "-i", str(tb.inventory), "--probe-all", "--json", env=env
+    )
+    assert code == 0, err
+    assert all(n["action"] == "skipped" and n["probe"]["ready"] for n in json.loads(out)["nodes"])
+
+    code, out, err, _ = cluster("image", "probe", TAG, "-i", str(tb.inventory), "--json")
+    assert code == 0, err
+    assert all(n["present"] and n["ready"]["ready"] for n in json.loads(out)["nodes"])
+
+
+def test_a_push_from_a_node_that_holds_the_image_reaches_the_other_seven(clean_testbed, push_image):
+    tb = clean_testbed
+    remove_everywhere(tb, list(range(1, 8)))
+    tb.docker(0, "load", "-q", "-i", str(push_image.archive))
+    code, out, err, _ = cluster(
+        "image", "push", TAG, "-i", str(tb.inventory), "--from-node", "ctb-node0", "--json"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["mode"] == "chain"
+    assert report["rounds"][0]["source"] == "node ctb-node0"
+    by = rows(report)
+    assert by["ctb-node0"]["action"] == "skipped" and by["ctb-node0"]["note"] == "the source"
+    for k in range(1, 8):
+        row = by[f"ctb-node{k}"]
+        assert row["action"] == "loaded" and row["verified"], row
+        assert row["probe"]["ready"]
+
+
+def test_three_nodes_with_the_lazy_unpack_race_end_ready_and_show_their_retries(
+    clean_testbed, push_image
+):
+    tb = clean_testbed
+    remove_everywhere(tb)
+    lazy = (1, 3, 5)
+    for k in lazy:
+        tb.install_docker_wrapper(k, failures=2)
+    code, out, err, _ = cluster(
+        "image", "push", TAG, "-i", str(tb.inventory), "--from-tar", str(push_image.archive)
+    )
+    assert code == 0, err
+    table = {line.split("│")[2].strip(): line for line in out.splitlines() if "ctb-node" in line}
+    for k in range(8):
+        line = table[f"ctb-node{k}"]
+        assert "loaded" in line and "yes" in line, line
+        if k in lazy:
+            assert "ready (3 tries" in line, line
+            assert tb.docker_wrapper_stats(k)["failed"] == 2
+        else:
+            assert "ready (1 try" in line, line
+
+
+def test_a_lazy_unpack_window_longer_than_the_probe_budget_fails_naming_those_nodes(
+    clean_testbed, push_image
+):
+    tb = clean_testbed
+    lazy = (2, 4, 6)
+    remove_everywhere(tb, list(lazy))
+    for k in lazy:
+        tb.install_docker_wrapper(k, failures=1000)
+    code, out, err, _ = cluster(
+        "image",
+        "push",
+        TAG,
+        "-i",
+        str(tb.inventory),
+        "--from-tar",
+        str(push_image.archive),
+        "--ready-timeout",
+        "4",
+        "--json",
+    )
+    assert code == 5, err
+    by = rows(json.loads(out))
+    for k in range(8):
+        row = by[f"ctb-node{k}"]
+        if k in lazy:
+            assert row["action"] == "loaded" and row["verified"]
+            assert not row["probe"]["ready"] and row["probe"]["gave_up"] == "window"
+            assert row["probe"]["tries"] >= 2
+            assert "stat /bin/sh: no such file or directory" in row["probe"]["last_error"]
+        else:
+            assert row["action"] == "skipped"
+    assert "3 of 8 nodes cannot run" in err
+    for k in lazy:
+        assert f"ctb-node{k}" in err
+
+
+def _stop_what_node4_still_runs(tb: Testbed, before: set[Path]) -> None:
+    """Node 4 was cut off while its part of the chain ran; once its link is back, the chain
+    script's own `cleanup` mode stops that process group and removes its work folder."""
+    tb.restore_link(4)
+    script = chain_script()
+    for work in set(Path("/tmp").glob("cluster-image.*.ctb-node4")) - before:
+        tag = work.name.removeprefix("cluster-image.").removesuffix(".ctb-node4")
+        tb.ssh(4, ["sh", "-c", script, "cluster-image", script, "cleanup", tag, "ctb-node4"])
+        assert not work.exists()
+
+
+def _rx_bytes(tb: Testbed, k: int) -> int:
+    host_veth, _ = tb.node(k).iface_pair("mgmt")
+    return int(Path(f"/sys/class/net/{host_veth}/statistics/tx_bytes").read_text())
+
+
+def test_a_link_cut_on_node4_mid_push_names_node4_and_resends_only_the_nodes_after_it(
+    clean_testbed, push_image
+):
+    tb = clean_testbed
+    remove_everywhere(tb)
+    tb.shape_link(4, "mgmt", "16mbit")  # the chain moves at node 4's pace: ~4 s for the image
+    work_dirs = set(Path("/tmp").glob("cluster-image.*.ctb-node4"))
+    before = _rx_bytes(tb, 4)
+    proc = subprocess.Popen(
+        [
+            *CLUSTER,
+            "image",
+            "push",
+            TAG,
+            "-i",
+            str(tb.inventory),
+            "--from-tar",
+            str(push_image.archive),
+            "--compress",
+            "none",
+            "--stall-timeout",
+            "3",
+            "--connect-timeout",
+            "3",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _rx_bytes(tb, 4) - before < 2 << 20:  # node 4 is receiving: cut it now
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "node 4 never received 2 MiB"
+            time.sleep(0.05)
+        tb.cut_link(4, "mgmt")
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _stop_what_node4_still_runs(tb, work_dirs)
+    assert proc.returncode == 5, err
+    report = json.loads(out)
+    by = rows(report)
+    bad = by["ctb-node4"]
+    assert bad["action"] == "failed" and bad["verified"] is False
+    assert "ssh from ctb-node3 to ctb-node4" in bad["error"], bad["error"]
+    assert "ctb-node4" in err and "did not reach 1 of 8" in err
+    for k in (0, 1, 2, 3, 5, 6, 7):
+        row = by[f"ctb-node{k}"]
+        assert row["action"] == "loaded" and row["verified"] is True, row
+        assert row["probe"]["ready"], row
+    # Only the nodes after the break were sent again, and from a node that had succeeded.
+    first, second = report["rounds"][:2]
+    assert first["mode"] == "chain" and len(first["targets"]) == 8
+    assert second["targets"] == ["ctb-node5", "ctb-node6", "ctb-node7"]
+    assert second["source"] == "node ctb-node3"
+    assert len(report["rounds"]) == 2
+    for k in (0, 1, 2, 3):
+        assert by[f"ctb-node{k}"]["sends"] == 1
+    for k in (5, 6, 7):
+        assert by[f"ctb-node{k}"]["sends"] == 2
+        assert by[f"ctb-node{k}"]["sent_from"] == "node ctb-node3"
+
+
+def test_when_a_node_cannot_reach_the_next_over_ssh_the_push_fans_out_and_says_so(
+    clean_testbed, push_image
+):
+    tb = clean_testbed
+    remove_everywhere(tb)
+    key = tb.node(2).root_ssh / "id_ed25519"
+    hidden = key.with_name("id_ed25519.hidden")
+    key.rename(hidden)  # ctb-node2 can no longer open a session on ctb-node3
+    try:
+        code, out, err, _ = cluster(
+            "image",
+            "push",
+            TAG,
+            "-i",
+            str(tb.inventory),
+            "--from-tar",
+            str(push_image.archive),
+            "--streams",
+            "4",
+            "--no-probe",
+            "--json",
+        )
+    finally:
+        hidden.rename(key)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["mode"] == "fanout"
+    assert "ctb-node2 cannot reach ctb-node3 over SSH" in report["mode_reason"]
+    assert "Permission denied" in report["mode_reason"]
+    assert all(n["action"] == "loaded" and n["verified"] for n in report["nodes"])
