@@ -1,4 +1,4 @@
-# cluster image chain: one node's part of a pipelined image push (orchestrator/images.py).
+# cluster image chain: one node's part of a pipelined image push (orchestrator/images/ (chain.py)).
 #
 # STATIC text: every value arrives as a positional parameter, nothing is ever interpolated
 # into this script. Invoked as

@@ -1,0 +1,90 @@
+"""Asking the nodes: `docker` aimed at a node's daemon, commands with a deadline that covers the
+session too, and every node's state (the image it holds, its store, the chain's tools)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.errors import ClusterError, CommandTimeout
+from orchestrator.fanout import settle
+from orchestrator.images.model import NodeState
+from orchestrator.models.inventory import Inventory, Node
+from orchestrator.probes.image import CHAIN_TOOLS, image_inspect_probe, image_store_probe
+from orchestrator.transport import Transport
+from orchestrator.transport.base import CommandResult
+
+
+def docker_argv(node: Node) -> tuple[str, ...]:
+    """`docker`, aimed at the node's daemon when the inventory names one (as `launch.py`)."""
+    return ("docker", "--host", node.docker_host) if node.docker_host else ("docker",)
+
+
+async def run_bounded(transport: Transport, argv: Sequence[str], timeout_s: float) -> CommandResult:
+    """`transport.run` with a deadline that also covers opening the session: on a connection
+    whose link died, asyncssh would otherwise wait for its keepalive (a minute) first."""
+    try:
+        return await asyncio.wait_for(transport.run(argv, timeout_s=timeout_s), timeout_s + 2)
+    except TimeoutError:
+        raise CommandTimeout(
+            node=transport.node.name, argv=list(argv), timeout_s=timeout_s
+        ) from None
+
+
+async def _ask_state(
+    node: Node, transport: Transport, reference: str, timeout_s: float
+) -> NodeState:
+    docker = docker_argv(node)
+    base: dict[str, Any] = {"node": node.name, "rank": node.rank}
+    try:
+        await transport.connect()
+        inspect_p = image_inspect_probe(reference, docker)
+        store_p = image_store_probe(docker)
+        results = await asyncio.gather(
+            run_bounded(transport, inspect_p.argv, timeout_s),
+            run_bounded(transport, store_p.argv, timeout_s),
+            run_bounded(transport, CHAIN_TOOLS.argv, timeout_s),
+        )
+        image = inspect_p.read(results[0])
+        store = store_p.read(results[1])
+        tools = CHAIN_TOOLS.read(results[2])
+    except ClusterError as exc:
+        return NodeState(**base, reachable=False, error=exc.line())
+    if not store.reachable:
+        return NodeState(
+            **base,
+            reachable=False,
+            store=store,
+            error=f"the docker daemon does not answer: {store.error or 'no server'}",
+        )
+    return NodeState(**base, reachable=True, store=store, image=image, tools=tools)
+
+
+async def gather_states(
+    inventory: Inventory,
+    reference: str,
+    transports: dict[str, Transport],
+    *,
+    nodes: Sequence[Node] | None = None,
+    timeout_s: float = 20.0,
+) -> list[NodeState]:
+    """Inspect the image, the store and the chain's tools on every node at once (rank order)."""
+    chosen = list(nodes or inventory.nodes)
+    outcomes = await settle(
+        chosen, lambda n: _ask_state(n, transports[n.name], reference, timeout_s)
+    )
+    states = []
+    for o in outcomes:
+        if o.value is not None:
+            states.append(o.value)
+        else:
+            states.append(
+                NodeState(
+                    node=o.node.name,
+                    rank=o.node.rank,
+                    reachable=False,
+                    error=f"{type(o.error).__name__}: {o.error}",
+                )
+            )
+    return states

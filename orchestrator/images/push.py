@@ -1,0 +1,302 @@
+"""Execute (thin): plan, send in rounds, verify every node, re-send to the starved, probe
+exec-readiness, report."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.errors import ClusterError
+from orchestrator.images.chain import _cleanup, _hop_check, _run_round
+from orchestrator.images.context import _Ctx, chain_script
+from orchestrator.images.known_hosts import MAX_KNOWN_HOSTS, filter_known_hosts
+from orchestrator.images.model import (
+    Compression,
+    EventSink,
+    HopStatus,
+    Mode,
+    NodeAction,
+    NodeResult,
+    NodeState,
+    PushEvent,
+    PushOptions,
+    PushReport,
+    RoundReport,
+    Source,
+    SourceKind,
+    TransportFactory,
+)
+from orchestrator.images.nodes import docker_argv, gather_states, run_bounded
+from orchestrator.images.plan import choose_mode, compression_pays, plan_push
+from orchestrator.images.pump import _Stream
+from orchestrator.images.readiness import probe_exec_ready
+from orchestrator.images.rounds import judge_round, next_round
+from orchestrator.images.source import _open_source, _read_upto, _zstd_size, resolve_source
+from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.probes.image import (
+    ImageIdentity,
+    ImageStoreKind,
+    identity_of,
+    image_inspect_probe,
+    same_image,
+)
+from orchestrator.transport import ConnectOptions, Transport, transport_for
+
+SAMPLE_BYTES = 16 << 20
+
+
+async def push_image(
+    inventory: Inventory,
+    reference: str,
+    *,
+    source: Source | None = None,
+    options: PushOptions | None = None,
+    on_event: EventSink | None = None,
+    factory: TransportFactory | None = None,
+) -> PushReport:
+    """Put `reference` on every node of the inventory; see the module doc for how.
+
+    Raises `ImageError` before any byte moves (no such image at the source, platform or digest
+    mismatch); afterwards every node's fate is in the returned report (`raise_for_failures`)."""
+    source = source or Source()
+    options = options or PushOptions()
+    emit: EventSink = on_event or (lambda _e: None)
+    started = time.monotonic()
+    copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
+    make = factory or (lambda n: transport_for(inventory, n, copts))
+    transports = {n.name: make(n) for n in inventory.nodes}
+    try:
+        return await _push(inventory, reference, source, options, emit, started, transports)
+    finally:
+        await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+
+
+async def _push(
+    inventory: Inventory,
+    reference: str,
+    source: Source,
+    options: PushOptions,
+    emit: EventSink,
+    started: float,
+    transports: dict[str, Transport],
+) -> PushReport:
+    states = await gather_states(
+        inventory, reference, transports, timeout_s=max(10.0, options.connect_timeout_s * 2)
+    )
+    src = await resolve_source(inventory, reference, source, states)
+    plan = plan_push(
+        reference,
+        src,
+        states,
+        expected_digest=options.expected_digest,
+        platform=options.platform,
+        compress=options.compress,
+    )
+    emit(PushEvent("plan", plan=plan))
+    by_state = {s.node: s for s in states}
+    stores = {s.node: (s.store.kind if s.store else ImageStoreKind.unknown) for s in states}
+    rows: dict[str, dict[str, Any]] = {}
+    for s in states:
+        rows[s.node] = {
+            "node": s.node,
+            "rank": s.rank,
+            "store": s.store.driver if s.store else None,
+            "identity": s.identity.short() if s.holds_image else None,
+        }
+    for name in plan.skipped:
+        note = "the source" if source.kind is SourceKind.node and name == source.node else None
+        rows[name].update(action=NodeAction.skipped, verified=True, note=note)
+    for p in plan.unreachable:
+        rows[p.node].update(action=NodeAction.failed, error=p.evidence)
+    known = ""
+    if inventory.known_hosts is not None and inventory.known_hosts.is_file():
+        text = inventory.known_hosts.read_text(encoding="utf-8", errors="replace")
+        known = filter_known_hosts(text, [(n.address, n.port) for n in inventory.nodes])
+        if len(known) > MAX_KNOWN_HOSTS:
+            known = ""
+    ctx = _Ctx(
+        inventory=inventory,
+        reference=reference,
+        options=options,
+        transports=transports,
+        emit=emit,
+        started=started,
+        script=chain_script(),
+        tag_base=secrets.token_hex(6),
+        known_hosts_text=known,
+    )
+    rounds: list[RoundReport] = []
+    compression = plan.compression
+    compression_reason = plan.compression_reason
+    first_mode: tuple[Mode, str] | None = None
+    targets = list(plan.targets)
+    round_source = source
+    verified: set[str] = set(plan.skipped)
+    sends: dict[str, int] = {}
+    for rnd in range(1, options.max_rounds + 1):
+        if not targets:
+            break
+        t0 = time.monotonic()
+        chain_nodes = [*([round_source.node] if round_source.node else []), *targets]
+        pairs = list(itertools.pairwise(chain_nodes))
+        local = inventory.connection is Connection.local
+        needs_check = options.mode != "fanout" and not local and pairs
+        broken = await _hop_check(ctx, pairs) if needs_check else []
+        missing_ssh = [(a, b, "no ssh client there") for a, b in pairs if not _has_ssh(by_state[a])]
+        mode, why = choose_mode(options.mode, local=local, broken_hops=broken + missing_ssh)
+        if mode is Mode.chain and len(targets) == 1 and round_source.kind is not SourceKind.node:
+            why = "one node: a single stream from the controller"
+        first_mode = first_mode or (mode, why)
+        emit(
+            PushEvent(
+                "round", round=rnd, text=f"{round_source.label()} -> {', '.join(targets)}: {why}"
+            )
+        )
+        stream: _Stream | None = None
+        total = src.size_bytes
+        if not (round_source.kind is SourceKind.node and mode is Mode.chain):
+            stream = await _open_source(ctx, round_source)
+            if rnd == 1 and compression is Compression.zstd and options.compress == "auto":
+                stream.head = await asyncio.to_thread(_read_upto, stream.fd, SAMPLE_BYTES)
+                pays, reason = compression_pays(len(stream.head), await _zstd_size(stream.head))
+                if not pays:
+                    compression, compression_reason = Compression.none, reason
+                else:
+                    compression_reason = reason
+        for t in targets:
+            sends[t] = sends.get(t, 0) + 1
+        log, prog = await _run_round(
+            ctx, rnd, round_source, targets, mode, compression, total, stream
+        )
+        outcomes = judge_round(targets, log, upstream_label=round_source.label())
+        unfinished = [o.node for o in outcomes if not o.ended]
+        tag = f"{ctx.tag_base}-r{rnd}"
+        _, checks = await asyncio.gather(
+            _cleanup(ctx, tag, unfinished),
+            _verify(ctx, targets, src.identity, stores),
+        )
+        rounds.append(
+            RoundReport(
+                round=rnd,
+                source=round_source.label(),
+                mode=mode,
+                mode_reason=why,
+                targets=tuple(targets),
+                seconds=round(time.monotonic() - t0, 3),
+                wire_bytes=prog.wire or None,
+                raw_bytes=prog.raw or None,
+            )
+        )
+        starved: list[str] = []
+        for o in outcomes:
+            ok, evidence, short = checks[o.node]
+            row = rows[o.node]
+            row.update(
+                sends=sends[o.node],
+                sent_from=round_source.label(),
+                received_bytes=o.received,
+            )
+            if ok and o.status is HopStatus.loaded:
+                verified.add(o.node)
+                row.update(
+                    action=NodeAction.loaded,
+                    verified=True,
+                    identity=short,
+                    seconds=round(o.load_at, 3) if o.load_at is not None else None,
+                    error=None,
+                )
+            elif ok:  # loaded after all (e.g. the report was lost with a hop): the probe says so
+                verified.add(o.node)
+                row.update(action=NodeAction.loaded, verified=True, identity=short, error=None)
+            else:
+                evidence_all = o.evidence + (f"; re-probe: {evidence}" if evidence else "")
+                row.update(action=NodeAction.failed, verified=False, error=evidence_all)
+                reprobe_reached = not evidence.startswith("cannot re-probe")
+                if o.status is HopStatus.starved or (
+                    o.status is HopStatus.failed and "ssh from" in o.evidence and reprobe_reached
+                ):
+                    starved.append(o.node)
+        if log.source_error:
+            break  # the source itself is broken: re-sending from it helps nobody
+        order = [n.name for n in inventory.nodes]
+        resend_from, targets = next_round(order, verified, starved)
+        round_source = (
+            Source(kind=SourceKind.node, node=resend_from) if resend_from is not None else source
+        )
+        if targets:
+            emit(
+                PushEvent(
+                    "note",
+                    text=f"re-sending to {', '.join(targets)} from {round_source.label()}",
+                )
+            )
+    # Exec-readiness on every node that loaded in this push.
+    wanted = (NodeAction.loaded, NodeAction.skipped) if options.probe_all else (NodeAction.loaded,)
+    loaded = [name for name, r in rows.items() if r.get("action") in wanted]
+    if options.probe and loaded:
+        results = await probe_exec_ready(
+            inventory,
+            reference,
+            names=loaded,
+            window_s=options.ready_window_s,
+            command=options.ready_command,
+            transports=transports,
+            on_result=lambda r: emit(PushEvent("probe", node=r.node, ok=r.ready, readiness=r)),
+        )
+        for readiness in results:
+            rows[readiness.node]["probe"] = readiness
+    results_rows = []
+    for node in inventory.nodes:
+        row = rows[node.name]
+        if "action" not in row:
+            row.update(action=NodeAction.failed, error="not sent: the push stopped before it")
+        results_rows.append(NodeResult(**row))
+    report_mode: Mode | None = first_mode[0] if first_mode else None
+    mode_reason = first_mode[1] if first_mode else None
+    return PushReport(
+        reference=reference,
+        source=source.label(),
+        identity=src.identity.short(),
+        compression=compression,
+        compression_reason=compression_reason,
+        mode=report_mode,
+        mode_reason=mode_reason,
+        rounds=tuple(rounds),
+        nodes=tuple(results_rows),
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _has_ssh(state: NodeState) -> bool:
+    return state.tools is None or "ssh" in state.tools.found
+
+
+async def _verify(
+    ctx: _Ctx, names: Sequence[str], want: ImageIdentity, stores: dict[str, ImageStoreKind]
+) -> dict[str, tuple[bool, str, str | None]]:
+    """Re-probe: node -> (holds the expected identity, evidence, short identity)."""
+    timeout = max(5.0, ctx.options.connect_timeout_s * 2)
+
+    async def one(name: str) -> tuple[bool, str, str | None]:
+        node = ctx.node(name)
+        probe = image_inspect_probe(ctx.reference, docker_argv(node))
+        try:
+            facts = probe.read(await run_bounded(ctx.transports[name], probe.argv, timeout))
+        except ClusterError as exc:
+            return False, f"cannot re-probe: {exc.line()}", None
+        if not facts.present:
+            return False, f"{ctx.reference} is not there after the load", None
+        got = identity_of(facts, stores.get(name, ImageStoreKind.unknown))
+        if same_image(got, want):
+            return True, "", got.short()
+        return False, f"holds {got.short()}, expected {want.short()}", got.short()
+
+    results = await asyncio.gather(*(one(n) for n in names))
+    out = dict(zip(names, results, strict=True))
+    for name, (ok, _, _) in out.items():
+        ctx.emit(PushEvent("verify", node=name, ok=ok))
+    return out

@@ -1,0 +1,181 @@
+"""The source: what it holds (the identity every node must end with, its platform), and the raw
+stream it produces (`cat` of an archive, `docker save` here or on a node), with a sample of it."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+from collections.abc import Sequence
+
+from orchestrator.errors import ClusterError, ImageError
+from orchestrator.images.archive import read_archive
+from orchestrator.images.context import _Ctx
+from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
+from orchestrator.images.nodes import docker_argv
+from orchestrator.images.pump import CHUNK, _os_pipe, _Stream
+from orchestrator.models.inventory import Inventory, Node
+from orchestrator.probes.image import identity_of, image_inspect_probe, image_store_probe
+from orchestrator.transport.local import LocalTransport
+from orchestrator.transport.pipe import open_pipe
+
+
+def _controller_node() -> Node:
+    return Node(
+        name="controller",
+        address="localhost",
+        user=getpass.getuser(),
+        rank=0,
+        fabric_iface="lo",
+    )
+
+
+async def _which(tool: str) -> bool:
+    proc = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        'command -v "$1" >/dev/null 2>&1',
+        "which",
+        tool,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    return await proc.wait() == 0
+
+
+async def resolve_source(
+    inventory: Inventory,
+    reference: str,
+    source: Source,
+    states: Sequence[NodeState],
+    *,
+    timeout_s: float = 60.0,
+) -> SourceImage:
+    """What the source holds. Raises ImageError when it does not hold `reference`."""
+    if source.kind is SourceKind.tar:
+        assert source.path is not None
+        if not source.path.is_file():
+            raise ImageError(f"{source.path}: no such file", where=str(source.path))
+        img = await asyncio.to_thread(read_archive, source.path, reference)
+        return img.model_copy(update={"has_zstd": await _which("zstd")})
+    if source.kind is SourceKind.node:
+        state = next((s for s in states if s.node == source.node), None)
+        if state is None:
+            raise ImageError(
+                f"--from-node {source.node}: no such node in {inventory.path}",
+                hint="name a host of the inventory (`cluster inventory show`)",
+            )
+        if not state.reachable:
+            raise ImageError(
+                f"--from-node {source.node} cannot be asked: {state.error}",
+                where=f"node {source.node}",
+            )
+        if not state.holds_image or state.image is None:
+            raise ImageError(
+                f"--from-node {source.node} does not hold {reference}",
+                where=f"node {source.node}",
+                hint=f"`docker pull {reference}` there first, or push from the controller",
+            )
+        return SourceImage(
+            source=source,
+            reference=reference,
+            identity=state.identity,
+            os=state.image.os,
+            architecture=state.image.architecture,
+            size_bytes=state.image.size,
+            has_zstd=bool(state.tools and state.tools.zstd),
+        )
+    local = LocalTransport(_controller_node())
+    inspect_p = image_inspect_probe(reference)
+    store_p = image_store_probe()
+    try:
+        inspect_r, store_r = await asyncio.gather(
+            local.run(inspect_p.argv, timeout_s=timeout_s),
+            local.run(store_p.argv, timeout_s=timeout_s),
+        )
+        store = store_p.read(store_r)
+        if not store.reachable:
+            raise ImageError(
+                f"the controller's docker does not answer: {store.error}",
+                hint="start it, or push from a tarball (--from-tar) or a node (--from-node)",
+            )
+        facts = inspect_p.read(inspect_r)
+    except ClusterError as exc:
+        if isinstance(exc, ImageError):
+            raise
+        raise ImageError(
+            f"cannot ask the controller's docker about {reference}: {exc.line()}",
+            hint="push from a tarball (--from-tar FILE) or a node (--from-node NODE)",
+        ) from exc
+    if not facts.present:
+        raise ImageError(
+            f"the controller's docker has no image {reference}",
+            hint=f"`docker pull {reference}` here, or --from-tar / --from-node",
+        )
+    return SourceImage(
+        source=source,
+        reference=reference,
+        identity=identity_of(facts, store.kind),
+        os=facts.os,
+        architecture=facts.architecture,
+        size_bytes=facts.size,
+        has_zstd=await _which("zstd"),
+    )
+
+
+async def _open_source(ctx: _Ctx, source: Source) -> _Stream:
+    """Start what produces the raw stream: `cat` of the archive, the controller's `docker save`,
+    or `docker save` on a node over SSH (a fan-out from a node source)."""
+    r, w = _os_pipe()
+    try:
+        if source.kind is SourceKind.node:
+            assert source.node is not None
+            node = ctx.node(source.node)
+            pipe = await open_pipe(
+                ctx.inventory,
+                node,
+                [*docker_argv(node), "save", ctx.reference],
+                options=ctx.pipe_options(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=w,
+            )
+            proc = pipe.proc
+        else:
+            argv = (
+                ["cat", "--", str(source.path)]
+                if source.kind is SourceKind.tar
+                else ["docker", "save", ctx.reference]
+            )
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=w, stderr=asyncio.subprocess.PIPE
+            )
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return _Stream(fd=r, proc=proc)
+
+
+def _read_upto(fd: int, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, min(CHUNK, n - len(buf)))
+        if not chunk:
+            break
+        buf.extend(chunk)
+    return bytes(buf)
+
+
+async def _zstd_size(data: bytes) -> int:
+    proc = await asyncio.create_subprocess_exec(
+        "zstd",
+        "-1",
+        "-q",
+        "-c",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await proc.communicate(data)
+    return len(out) if proc.returncode == 0 else 0
