@@ -28,6 +28,7 @@ class StopReport:
     saved: list[int] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)  # ranks whose container no longer exists
 
 
 async def save_rank(run: Run, spec: RankSpec, runtime: Runtime) -> None:
@@ -46,6 +47,11 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
 
     async def one(spec: RankSpec) -> None:
         try:
+            # Already removed (an earlier stop, prune): nothing to save or remove, and what
+            # was saved then must not be overwritten.
+            if (await runtime.state(spec)).status == "missing":
+                report.gone.append(spec.rank)
+                return
             await save_rank(ctx.run, spec, runtime)
             report.saved.append(spec.rank)
         except ClusterError as exc:
@@ -64,7 +70,12 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
     finally:
         await close_transports(transports)
     ctx.run.append_event(
-        {"kind": "stopped", "saved": sorted(report.saved), "removed": sorted(report.removed)}
+        {
+            "kind": "stopped",
+            "saved": sorted(report.saved),
+            "removed": sorted(report.removed),
+            "gone": sorted(report.gone),
+        }
     )
     return report
 

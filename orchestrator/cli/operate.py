@@ -83,9 +83,10 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
     if not yes and not typer.confirm(f"stop and remove run {r.id}'s ranks ({names})?"):
         raise typer.Abort()
     report = asyncio.run(stop_run(ctx))
+    gone = f"; {len(report.gone)} already gone" if report.gone else ""
     console.print(
         f"run {r.id}: saved logs of {len(report.saved)} ranks into {r.dir}; "
-        f"removed {len(report.removed)} containers"
+        f"removed {len(report.removed)} containers{gone}"
     )
     for p in report.problems:
         err_console.print(f"[red]{p}[/]")

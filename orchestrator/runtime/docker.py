@@ -105,6 +105,7 @@ class DockerRuntime:
 
     async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
         result = await self._run(spec, ["docker", "logs", "--timestamps", spec.name], timeout_s=300)
+        result.check()  # never hand back an error message as the rank's log
         return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
 
     async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:

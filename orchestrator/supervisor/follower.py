@@ -72,6 +72,7 @@ class Follower:
         self.cursors = {s: _Cursor() for s in STREAMS}
         self.reconnects = 0
         self.repaired_bytes = 0
+        self.tail_bytes = 0  # printed after following stopped, added at reconciliation
         # Unbuffered: a line is on disk the moment it is accepted, so a controller killed mid-boot
         # loses nothing it had received (and status/postmortem see it at once).
         self._files = {s: (rank_dir / f"{s}.log").open("ab", buffering=0) for s in STREAMS}
@@ -148,9 +149,15 @@ class Follower:
                 await asyncio.wait_for(stop.wait(), delay)
 
     async def reconcile(self) -> int:
-        """Compare the preserved copy with the node's whole log; repair and count the gap."""
+        """Compare the preserved copy with the node's whole log; repair and count the gap.
+
+        A missing line stamped at or before the newest line followed (either stream: one
+        `docker logs -f` carries both) is a gap: repaired and counted. Lines stamped after it
+        were printed once following had stopped (a rank that goes on after a verdict): they
+        are added too, and counted apart (`tail_bytes`), as they are no loss."""
         self.flush()
         full = await self.runtime.full_logs(self.spec)
+        followed_to = max(c.last_ns for c in self.cursors.values())
         repaired = 0
         for stream in STREAMS:
             path = self.dir / f"{stream}.log"
@@ -158,17 +165,22 @@ class Follower:
             have: dict[bytes, int] = {}
             for line in split_lines(preserved):
                 have[line] = have.get(line, 0) + 1
-            missing = 0
+            missing = tail = 0
             for line in split_lines(full[stream]):
                 if have.get(line, 0) > 0:
                     have[line] -= 1
+                elif line_timestamp_ns(line) > followed_to:
+                    tail += len(line)
                 else:
                     missing += len(line)
-            if missing:
+            if missing or tail:
                 self._files[stream].close()
                 path.write_bytes(full[stream])
                 self._files[stream] = path.open("ab", buffering=0)
+                self.cursors[stream].bytes_kept = len(full[stream])
+                self.cursors[stream].lines_kept = len(split_lines(full[stream]))
             repaired += missing
+            self.tail_bytes += tail
         self.repaired_bytes += repaired
         self.write_bookkeeping()
         return repaired
@@ -179,6 +191,7 @@ class Follower:
         record: dict[str, object] = {
             "reconnects": self.reconnects,
             "repaired_bytes": self.repaired_bytes,
+            "tail_bytes": self.tail_bytes,
             "bytes_kept": {s: c.bytes_kept for s, c in self.cursors.items()},
             "lines_kept": {s: c.lines_kept for s, c in self.cursors.items()},
             "reconciled": unreconciled is None,

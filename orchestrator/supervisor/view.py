@@ -45,7 +45,7 @@ class RankRow(BaseModel):
 
 
 class BootView(BaseModel):
-    """The document behind status.json and `cluster status --json` (docs/status.md)."""
+    """The document behind status.json and `cluster status --json` (docs/operating.md)."""
 
     model_config = ConfigDict(frozen=True)
 
