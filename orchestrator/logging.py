@@ -18,6 +18,12 @@ class LogFormat(StrEnum):
     json = "json"
 
 
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    # Whatever sys.stderr is now (not the one at configure time): a redirected or captured
+    # stderr that was closed since must never swallow, or crash, a later log line.
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(fmt: LogFormat = LogFormat.console, *, verbose: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.WARNING
     renderer: structlog.types.Processor
@@ -33,7 +39,7 @@ def configure_logging(fmt: LogFormat = LogFormat.console, *, verbose: bool = Fal
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     # asyncssh logs every channel at INFO; keep it quiet unless asked.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from datetime import timedelta
@@ -112,12 +113,25 @@ def parse_age(text: str) -> timedelta:
 def prune_cmd(
     inventory: InventoryOpt = None,
     older_than: Annotated[str, typer.Option("--older-than", help="e.g. 12h, 7d")] = "0s",
+    include_serving: Annotated[
+        bool, typer.Option("--include-serving", help="also runs that are READY or supervised")
+    ] = False,
     yes: YesOpt = False,
 ) -> None:
     """Remove containers earlier runs left behind (a failed boot keeps them as evidence),
     after saving their logs and inspect output into their runs."""
     inv = open_inventory(inventory)
+    store = RunStore(inv.runs_dir)
     leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
+    if not include_serving:
+        # Never a boot that is serving or still supervised: that is `cluster stop`'s job.
+        busy = {x.run_id for x in leftovers if _serving_or_supervised(store, x.run_id)}
+        for run_id in sorted(busy):
+            err_console.print(
+                f"skipping run {run_id}: serving (READY) or supervised now — "
+                f"`cluster stop --run {run_id}` ends it, or pass --include-serving"
+            )
+        leftovers = [x for x in leftovers if x.run_id not in busy]
     if not leftovers:
         console.print("nothing to prune")
         return
@@ -127,5 +141,15 @@ def prune_cmd(
         )
     if not yes and not typer.confirm(f"save logs and remove these {len(leftovers)} containers?"):
         raise typer.Abort()
-    for line in asyncio.run(prune(inv, leftovers, RunStore(inv.runs_dir))):
+    for line in asyncio.run(prune(inv, leftovers, store)):
         console.print(line)
+
+
+def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
+    run_dir = store.root / run_id
+    if not run_dir.is_dir():
+        return False
+    run = store.open(run_id)
+    verdict = run_dir / "verdict.json"
+    outcome = json.loads(verdict.read_text()).get("outcome") if verdict.exists() else None
+    return outcome == "READY" or run.supervisor_alive()

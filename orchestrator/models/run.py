@@ -29,11 +29,14 @@ class RankPhase(StrEnum):
 
     @property
     def order(self) -> int:
-        return list(RankPhase).index(self)
+        return _PHASE_ORDER[self]
 
     @property
     def finished_loading(self) -> bool:
         return self in (RankPhase.loaded, RankPhase.warming, RankPhase.serving)
+
+
+_PHASE_ORDER = {phase: i for i, phase in enumerate(RankPhase)}  # read per log line: a dict
 
 
 class Outcome(StrEnum):

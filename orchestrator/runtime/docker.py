@@ -92,7 +92,7 @@ class DockerRuntime:
             async for line in self._t(spec).stream(argv):
                 parts = pending[line.stream]
                 parts.append(line.text + line.end)
-                if line.end == "\n":  # the transport also cuts at \r; a log line ends at \n
+                if line.end.endswith("\n"):  # the transport also cuts at \r; a line ends at \n
                     yield line.stream.value, "".join(parts).encode()
                     parts.clear()
         except CommandFailed as exc:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.models.run import Finding
+from orchestrator.models.run import Finding, RankPhase
 from orchestrator.supervisor.state import BootState, RankState
 from orchestrator.supervisor.watchers import WatchConfig
 
@@ -42,6 +42,7 @@ class RankRow(BaseModel):
     exit_code: int | None = None
     oom_killed: bool = False
     unreachable: str = ""
+    serving: str | None = None  # after READY: the head's readiness answer and latency
 
 
 class BootView(BaseModel):
@@ -112,6 +113,7 @@ def build_view(
                 exit_code=r.exit_code,
                 oom_killed=r.oom_killed,
                 unreachable=r.lost_reason if r.lost_since is not None else "",
+                serving=_serving(s, r, phase),
             )
         )
     return BootView(
@@ -126,6 +128,17 @@ def build_view(
         warnings=warnings,
         verdict=verdict,
     )
+
+
+def _serving(s: BootState, r: RankState, phase: str) -> str | None:
+    """After READY a row shows serving health instead of load progress."""
+    if not phase.startswith("ready") or r.phase is RankPhase.exited:
+        return None
+    if r.rank == 0:
+        if s.head_latency_s is None:
+            return "not answering"
+        return f"answers in {s.head_latency_s * 1000:.0f} ms"
+    return "in the group"
 
 
 def _gib(n: int | None) -> str:
@@ -180,7 +193,7 @@ def render_table(view: BootView) -> Table:
             str(r.rank),
             r.node,
             Text(phase, style=_PHASE_STYLE.get(r.phase, "")),
-            "-" if r.progress_pct is None else f"{r.progress_pct:.0f}%",
+            r.serving or ("-" if r.progress_pct is None else f"{r.progress_pct:.0f}%"),
             f"{r.bytes_read / GiB:.2f} GiB" if r.bytes_read else "-",
             "-" if not r.rate_bps else f"{r.rate_bps / MB:.0f} MB/s",
             _dur(r.eta_s),

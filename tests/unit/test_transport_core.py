@@ -23,7 +23,9 @@ def test_lines_split_on_cr_and_lf_with_crlf_as_one_end_across_chunks():
     s = LineSplitter()
     out = s.feed(b"a\rb\r") + s.feed(b"\nc\n") + s.feed("d\xc3".encode("latin-1")) + s.feed(b"\xa9")
     out += s.close()
-    assert out == [("a", "\r"), ("b", "\r"), ("c", "\n"), ("d\u00e9", "")]
+    # text + end is exactly what arrived: the \r\n split across chunks stays one end
+    assert out == [("a", "\r"), ("b", "\r\n"), ("c", "\n"), ("d\u00e9", "")]
+    assert "".join(t + e for t, e in out) == "a\rb\r\nc\nd\u00e9"
 
 
 async def test_the_local_transport_runs_argv_without_a_shell(tmp_path):
