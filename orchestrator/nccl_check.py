@@ -47,6 +47,7 @@ from orchestrator.launch import (
     docker_base,
     docker_run_argv,
 )
+from orchestrator.logtail import readable_tail
 from orchestrator.models.inventory import Inventory
 from orchestrator.models.recipe import Recipe, render
 from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
@@ -127,6 +128,11 @@ class RankLog(BaseModel):
 
 _NCCL_VIA = re.compile(r"via (NET/[A-Za-z]+)")
 _NCCL_USING = re.compile(r"Using network (\w+)")
+
+
+def _is_error_line(line: str) -> bool:
+    """The script's `NCCLCHECK {"event": "error", ...}` line: what failed, at which stage."""
+    return PREFIX in line and '"event": "error"' in line
 
 
 def parse_rank_log(lines: Sequence[str]) -> RankLog:
@@ -476,7 +482,7 @@ async def run_nccl_check(
                 finished=finished,
                 exit_code=code,
                 log=parse_rank_log(text),
-                last_lines=tuple(text[-15:]),
+                last_lines=readable_tail(text, 15, keep=_is_error_line),
             )
         )
     backends = {c.log.backend for c in checks if c.log.backend}

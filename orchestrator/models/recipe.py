@@ -137,6 +137,13 @@ class Image(_Strict):
         pattern=r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$",
         description="DGX Spark and Jetson Thor are arm64; a multi-arch tag must resolve to it",
     )
+    size_bytes: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="the image's size (`docker image inspect -f '{{.Size}}'`); preflight wants "
+        "twice this free on a node that must still load it (archive and layers side by side). "
+        "Unset: 64 GiB",
+    )
 
     @field_validator("reference")
     @classmethod

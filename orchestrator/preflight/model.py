@@ -54,8 +54,8 @@ class PreflightLimits:
     container_memory: int = 1 * GIB
     """A running container holding this much or more is an error (seed 001)."""
     image_free: int = 64 * GIB
-    """Free on the daemon's data root when the image must still be loaded there (a ~35 GB image
-    archive unpacks next to itself)."""
+    """Free on the daemon's data root when the image must still be loaded there and the recipe
+    gives no `image.size_bytes` (a ~35 GB image archive unpacks next to itself)."""
     docker_free_floor: int = 10 * GIB
     """Warning below: the rank's log and the container's writable layer live there."""
     clock_skew_s: float = 2.0

@@ -10,11 +10,12 @@ What changes, and why:
 - GPU options dropped: `docker.gpus` and `--device`/`--runtime`/`--gpus` items of `docker.extra`
   (there is no GPU or RoCE device on a simulated node).
 - Engine time and size scaled by one factor (timescale.py): `timeouts.weights`, `.barrier` and
-  `.ready` and `model.expected_bytes_per_rank`. `timeouts.connect`, `.image` and `.exec_ready`
-  are not: they time real SSH, real `docker load` and real container starts, which a twin still
-  does. The env (e.g. `SGLANG_UNBALANCED_LOAD_TIMEOUT_S=7200`) stays unscaled, and the simulator
-  multiplies it by the same factor, so the twin's `timeouts.barrier` is exactly the window the
-  simulator enforces. That is also why the twin is built with `model_copy` rather than validated
+  `.ready`, `model.expected_bytes_per_rank` and `image.size_bytes` (so preflight's disk check asks a
+  twin for room in proportion, not for a real image's 70 GB). `timeouts.connect`, `.image` and
+  `.exec_ready` are not: they time real SSH, real `docker load` and real container starts, which a
+  twin still does. The env (e.g. `SGLANG_UNBALANCED_LOAD_TIMEOUT_S=7200`) stays unscaled, and the
+  simulator multiplies it by the same factor, so the twin's `timeouts.barrier` is exactly the window
+  the simulator enforces. That is also why the twin is built with `model_copy` rather than validated
   again: the recipe check "env barrier == timeouts.barrier" holds for real recipes only; re-make a
   twin with `make_twin(recipe, factor)` instead of validating its dump.
 - `env` gains `CLUSTER_SIM_SCALE` (the factor) and, with `weights_dir`, `CLUSTER_SIM_MODEL_DIR`
@@ -66,6 +67,11 @@ def simulator_entrypoint(recipe: Recipe, python: str) -> list[str]:
     elif any(part.endswith("launch_server") for part in recipe.entrypoint):
         sub = ["launch_server"]
     return [python, "-m", SIMULATOR_MODULE, recipe.engine.value, *sub]
+
+
+# A real recipe that does not say its image's size: a Spark engine image is 11 to 35 GB
+# (shared/research/perf-physics.md); the twin's preflight disk check scales the larger.
+_UNKNOWN_IMAGE_BYTES = 35 * 10**9
 
 
 def make_twin(
@@ -123,7 +129,11 @@ def make_twin(
             "description": f"Simulated twin ({scale.name}, factor {scale.factor:.6g}) of: "
             + recipe.description,
             "simulated": True,
-            "image": Image(reference=image, platform=_host_platform()),
+            "image": Image(
+                reference=image,
+                platform=_host_platform(),
+                size_bytes=scale.nbytes(recipe.image.size_bytes or _UNKNOWN_IMAGE_BYTES),
+            ),
             "entrypoint": simulator_entrypoint(recipe, python),
             "env": env,
             "docker": twin_docker,

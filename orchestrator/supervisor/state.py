@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from orchestrator.logtail import append_line
 from orchestrator.models.run import (
     Event,
     HeadReady,
@@ -116,7 +117,7 @@ def _advance(phase: RankPhase, to: RankPhase) -> RankPhase:
 def _on_log(r: RankState, e: LogLine) -> RankState:
     _, text = strip_timestamp(e.text)
     changes: dict[str, object] = {
-        "last_lines": (*r.last_lines[-(_LAST_LINES - 1) :], text),
+        "last_lines": append_line(r.last_lines, text, _LAST_LINES),
         "last_signal_at": e.ts,
     }
     phase = _advance(r.phase, RankPhase.starting)

@@ -421,6 +421,28 @@ def test_a_missing_image_is_a_warning_when_the_boot_will_push_it() -> None:
     assert pushed.severity is Severity.warning and "will be pushed" in pushed.what
 
 
+def test_the_room_a_missing_image_needs_is_twice_its_size_when_the_recipe_gives_it() -> None:
+    _, facts = spark_cluster()
+    disk = DiskUsage(
+        path="/var/lib/docker", present=True, available_bytes=40 * GIB, total_bytes=100 * GIB
+    )
+    facts = replace(facts, 1, image=ImageFacts(reference="img", present=False), disks=(disk,))
+    unsized = only(problems_of(facts), "disk-image")
+    assert unsized.node == "spark-1" and "needs 64" in unsized.what
+
+    def sized(nbytes: int) -> Recipe:
+        data = json.loads(sglang().model_dump_json())
+        data["image"]["size_bytes"] = nbytes
+        return Recipe.model_validate(data)
+
+    assert not [p for p in problems_of(facts, recipe=sized(15 * GIB)) if p.check == "disk-image"]
+    big = only(problems_of(facts, recipe=sized(25 * GIB)), "disk-image")
+    assert "needs 50" in big.what and "twice the image's 25" in big.what
+    # Present everywhere: nothing to load, so no room is asked for.
+    present = replace(facts, 1, image=ImageFacts(reference="img", present=True))
+    assert not [p for p in problems_of(present) if p.check == "disk-image"]
+
+
 def test_peers_that_cannot_ssh_are_an_error_when_the_image_chain_is_needed() -> None:
     _, facts = spark_cluster()
     facts = FAULTS["peer-ssh"][0](facts)

@@ -247,13 +247,18 @@ def _check_disk(j: _Judge) -> None:
             f"{root} on {usage.filesystem} ({usage.mount}): {gib(usage.available_bytes)} free of "
             f"{gib(usage.total_bytes)}"
         )
-        if missing and usage.available_bytes < j.limits.image_free:
+        size = j.recipe.image.size_bytes
+        # The archive streams into `docker load`, which writes the layers next to their
+        # unpacked copies: twice the image, as the engines' Spark images are one or two layers.
+        need = 2 * size if size is not None else j.limits.image_free
+        if missing and usage.available_bytes < need:
             j.add(
                 "disk-image",
                 Severity.error,
                 node,
                 f"{node.name} must still load the image but has {gib(usage.available_bytes)} free "
-                f"on the Docker data root (needs {gib(j.limits.image_free)})",
+                f"on the Docker data root (needs {gib(need)}"
+                + (f": twice the image's {gib(size)})" if size is not None else ")"),
                 evidence,
                 f"free space on {node.name}: `docker image prune`, `docker system df` shows what "
                 "is held",
