@@ -137,15 +137,15 @@ async def supervise_spew(
         recipe="bench-supervisor-logs",
     )
     folded = 0
-    fold_line = sup._on_line
+    fold_lines = sup._on_lines
 
-    def counting(rank: int, stream: str, text: str) -> None:
+    def counting(rank: int, stream: str, texts: list[str]) -> None:
         nonlocal folded
-        folded += 1
-        fold_line(rank, stream, text)
+        folded += len(texts)
+        fold_lines(rank, stream, texts)
 
     for f in sup.followers:
-        f.on_line = counting
+        f.on_lines = counting
     me = psutil.Process()
     try:
         # Connect and start every rank first (as `cluster boot` does before supervising).

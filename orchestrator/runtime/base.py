@@ -66,9 +66,10 @@ class Runtime(Protocol):
         """Start detached; a rank that fails to start raises (nothing is removed)."""
         ...
 
-    def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, bytes]]:
-        """Yield (stream, raw line) as `docker logs --timestamps` prints them, from `since`
-        (an RFC 3339 timestamp, inclusive) on; ends when the rank has exited and all is read."""
+    def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, list[bytes]]]:
+        """Yield (stream, raw lines) as `docker logs --timestamps` prints them, a batch at a
+        time (each line ends in \\n), from `since` (an RFC 3339 timestamp, inclusive) on; ends
+        when the rank has exited and all is read."""
         ...
 
     async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:

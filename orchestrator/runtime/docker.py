@@ -82,26 +82,28 @@ class DockerRuntime:
                 hint="nothing was removed; see the container with `docker ps -a` on that node",
             )
 
-    async def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, bytes]]:
+    async def follow(
+        self, spec: RankSpec, since: str | None
+    ) -> AsyncIterator[tuple[str, list[bytes]]]:
         argv = ["docker", "logs", "-f", "--timestamps"]
         if since:
             argv += ["--since", since]
         argv.append(spec.name)
-        pending: dict[str, list[str]] = {s: [] for s in STREAMS}
+        # Docker's log lines end at \n only (a tqdm \r stays inside its line); bytes are handed
+        # on as read, a chunk's whole lines at a time, never decoded or re-joined here.
+        partial = dict.fromkeys(STREAMS, b"")
         try:
-            async for line in self._t(spec).stream(argv):
-                parts = pending[line.stream]
-                parts.append(line.text + line.end)
-                if line.end.endswith("\n"):  # the transport also cuts at \r; a line ends at \n
-                    yield line.stream.value, "".join(parts).encode()
-                    parts.clear()
+            async for stream, chunk in self._t(spec).stream_chunks(argv):
+                *lines, partial[stream] = (partial[stream] + chunk).split(b"\n")
+                if lines:
+                    yield stream.value, [line + b"\n" for line in lines]
         except CommandFailed as exc:
             if "No such container" in exc.line():
                 return
             raise
-        for stream, parts in pending.items():
-            if parts:
-                yield stream, ("".join(parts) + "\n").encode()
+        for stream_name, rest in partial.items():
+            if rest:
+                yield stream_name, [rest + b"\n"]
 
     async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
         result = await self._run(spec, ["docker", "logs", "--timestamps", spec.name], timeout_s=300)

@@ -89,7 +89,9 @@ class ProcessRuntime:
             return ExitState(status="missing" if not out.exists() else "created")
         return ExitState(status="running" if psutil.pid_exists(pids[0]) else "missing")
 
-    async def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, bytes]]:
+    async def follow(
+        self, spec: RankSpec, since: str | None
+    ) -> AsyncIterator[tuple[str, list[bytes]]]:
         out = self.rank_dir(spec)
         since_ns = timestamp_ns(since) if since else 0
         offsets = dict.fromkeys(STREAMS, 0)
@@ -109,9 +111,9 @@ class ProcessRuntime:
                 grew = True
                 offsets[stream] += len(data)
                 *lines, partial[stream] = (partial[stream] + data).split(b"\n")
-                for line in lines:
-                    if line_timestamp_ns(line) >= since_ns:
-                        yield stream, line + b"\n"
+                batch = [line + b"\n" for line in lines if line_timestamp_ns(line) >= since_ns]
+                if batch:
+                    yield stream, batch
             if finished and not grew:
                 return
             await asyncio.sleep(POLL_S)

@@ -24,7 +24,8 @@ from orchestrator.supervisor.progress import line_timestamp_ns
 
 log = structlog.get_logger(__name__)
 
-OnLine = Callable[[int, str, str], None]  # (rank, stream, text without the trailing newline)
+# (rank, stream, texts): a batch of lines as they arrived, each without its trailing newline.
+OnLines = Callable[[int, str, list[str]], None]
 OnTrouble = Callable[[int, str], None]  # (rank, reason) when the stream breaks
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 
@@ -61,13 +62,13 @@ class Follower:
         runtime: Runtime,
         spec: RankSpec,
         rank_dir: Path,
-        on_line: OnLine,
+        on_lines: OnLines,
         on_trouble: OnTrouble | None = None,
     ) -> None:
         self.runtime = runtime
         self.spec = spec
         self.dir = rank_dir
-        self.on_line = on_line
+        self.on_lines = on_lines
         self.on_trouble = on_trouble
         self.cursors = {s: _Cursor() for s in STREAMS}
         self.reconnects = 0
@@ -103,42 +104,37 @@ class Follower:
         secs, frac = divmod(ns, 1_000_000_000)
         return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
-    def accept(self, stream: str, raw: bytes) -> bool:
+    def accept(self, stream: str, raws: list[bytes]) -> int:
+        """Keep the lines not already kept (one write), hand them on; how many were new."""
         cursor = self.cursors[stream]
-        if not cursor.admits(raw):
-            return False
-        fh = self._files[stream]
-        fh.write(raw)
-        cursor.bytes_kept += len(raw)
-        cursor.lines_kept += 1
-        self.on_line(self.spec.rank, stream, raw.decode("utf-8", errors="replace").rstrip("\n"))
-        return True
-
-    def flush(self) -> None:
-        for fh in self._files.values():
-            fh.flush()
+        new = [raw for raw in raws if cursor.admits(raw)]
+        if not new:
+            return 0
+        data = b"".join(new)
+        self._files[stream].write(data)
+        cursor.bytes_kept += len(data)
+        cursor.lines_kept += len(new)
+        # One decode for the batch: every line ends in \n, so no character spans two lines.
+        texts = data.decode("utf-8", errors="replace").split("\n")
+        texts.pop()  # after the last \n
+        self.on_lines(self.spec.rank, stream, texts)
+        return len(new)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Follow until the rank's output ends, reconnecting on errors; or until `stop`."""
         attempt = 0
         while not stop.is_set():
             try:
-                count = 0
-                async for stream, raw in self.runtime.follow(self.spec, self.since()):
-                    self.accept(stream, raw)
-                    count += 1
-                    if count % 256 == 0:
-                        self.flush()
+                async for stream, raws in self.runtime.follow(self.spec, self.since()):
+                    self.accept(stream, raws)
                     attempt = 0
                     if stop.is_set():
                         break
-                self.flush()
                 state = await self.runtime.state(self.spec)
                 if not state.running:
                     return
                 # `docker logs -f` can end while the container lives (daemon restart): resume.
             except ClusterError as exc:
-                self.flush()
                 self.reconnects += 1
                 if self.on_trouble:
                     self.on_trouble(self.spec.rank, exc.line())
@@ -155,7 +151,6 @@ class Follower:
         `docker logs -f` carries both) is a gap: repaired and counted. Lines stamped after it
         were printed once following had stopped (a rank that goes on after a verdict): they
         are added too, and counted apart (`tail_bytes`), as they are no loss."""
-        self.flush()
         full = await self.runtime.full_logs(self.spec)
         followed_to = max(c.last_ns for c in self.cursors.values())
         repaired = 0
@@ -187,7 +182,6 @@ class Follower:
 
     def write_bookkeeping(self, unreconciled: str | None = None) -> None:
         """follow.json; `unreconciled` says why the copy could not be compared at the end."""
-        self.flush()
         record: dict[str, object] = {
             "reconnects": self.reconnects,
             "repaired_bytes": self.repaired_bytes,

@@ -11,6 +11,7 @@ milestones; per-rank byte progress comes from the sampler (`/proc/<pid>/io`).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -125,21 +126,33 @@ def parse_line(text: str) -> Progress | None:
     return None
 
 
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+_RFC3339_LEADING = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d) ")
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch_s(second: str, zone: str) -> int:
+    """Whole seconds since the epoch; cached, as thousands of lines a second share one."""
+    return int(datetime.fromisoformat(second + ("+00:00" if zone == "Z" else zone)).timestamp())
+
+
 def timestamp_ns(ts: str) -> int:
     """An RFC 3339 timestamp as integer nanoseconds since the epoch, for ordering.
 
     String comparison is not enough: RFC3339Nano trims trailing zeros (".1234Z" vs ".12345Z").
     """
-    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", ts)
+    m = _RFC3339.match(ts)
     if not m:
         return 0
-    base = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) == "Z" else m.group(3)))
     frac = (m.group(2) or "").ljust(9, "0")[:9]
-    return int(base.timestamp()) * 1_000_000_000 + int(frac)
+    return _epoch_s(m.group(1), m.group(3)) * 1_000_000_000 + int(frac)
 
 
 def line_timestamp_ns(line: bytes | str) -> int:
     """The leading Docker timestamp of a raw line in nanoseconds; 0 when it has none."""
-    text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
-    m = DOCKER_TS.match(text)
-    return timestamp_ns(m.group(1)) if m else 0
+    raw = line.encode() if isinstance(line, str) else line
+    m = _RFC3339_LEADING.match(raw)
+    if not m:
+        return 0
+    frac = (m.group(2) or b"").ljust(9, b"0")[:9]
+    return _epoch_s(m.group(1).decode(), m.group(3).decode()) * 1_000_000_000 + int(frac)

@@ -37,7 +37,7 @@ from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import sample_fields
 from orchestrator.supervisor.follower import Follower
 from orchestrator.supervisor.progress import timestamp_ns
-from orchestrator.supervisor.state import BootState, initial_state, reduce
+from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
 
@@ -82,7 +82,7 @@ class Supervisor:
         self.container_states: dict[int, str] = {}
         self.stop = asyncio.Event()
         self.followers = [
-            Follower(runtime, s, run.rank_dir(s.rank), self._on_line, self._on_trouble)
+            Follower(runtime, s, run.rank_dir(s.rank), self._on_lines, self._on_trouble)
             for s in specs
         ]
         self.started = clock()
@@ -94,8 +94,9 @@ class Supervisor:
         if not isinstance(event, (LogLine, Sample)):
             self.run_dir.append_event(event.model_dump(mode="json"))
 
-    def _on_line(self, rank: int, stream: str, text: str) -> None:
-        self.fold(LogLine(ts=self.clock(), rank=rank, stream=stream, text=text))
+    def _on_lines(self, rank: int, stream: str, texts: list[str]) -> None:
+        # Log lines are not events.jsonl records (the rank logs are); one fold for the batch.
+        self.state = reduce_lines(self.state, rank, self.clock(), texts)
 
     def _on_trouble(self, rank: int, reason: str) -> None:
         self.run_dir.append_event({"kind": "follow_interrupted", "rank": rank, "reason": reason})

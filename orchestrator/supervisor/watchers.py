@@ -59,6 +59,10 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
         stragglers = [r for r in unfinished if r.phase is not RankPhase.pending]
         if not stragglers and not failed:
             return []
+        if not failed and any(r.lost_since is not None for r in stragglers):
+            # An unreachable rank may well have finished: its node's log just cannot say so.
+            # No rank reports a failed barrier, so the loss is the news (watch_loss names it).
+            return []
         names = ", ".join(f"rank {r.rank} ({r.node})" for r in stragglers) or "unknown"
         first = stragglers[0].rank if stragglers else None
         return [
@@ -92,8 +96,8 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     findings = []
     for r in unfinished:
         t = finishes[r.rank]
-        if t is None or r.phase is RankPhase.exited:
-            continue
+        if t is None or r.phase is RankPhase.exited or r.lost_since is not None:
+            continue  # no basis, or gone, or a rate last measured before its node went silent
         late = t - deadline
         if late <= cfg.miss_margin * cfg.barrier_window_s:
             continue

@@ -82,5 +82,21 @@ class FakeTransport:
                 stderr=reply.stderr,
             )
 
+    async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
+        await self.connect()
+        argv = tuple(argv)
+        self.calls.append(argv)
+        reply = self.handler(argv, None)
+        for stream, text in ((Stream.stdout, reply.stdout), (Stream.stderr, reply.stderr)):
+            if text:
+                yield stream, text.encode()
+        if reply.exit_status != 0:
+            raise CommandFailed(
+                node=self._node.name,
+                argv=list(argv),
+                exit_status=reply.exit_status,
+                stderr=reply.stderr,
+            )
+
     async def close(self) -> None:
         return None

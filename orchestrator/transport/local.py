@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Sequence
 
 from orchestrator.errors import CommandFailed, CommandTimeout, NodeError
 from orchestrator.models.inventory import Node
-from orchestrator.transport.base import CommandResult, OutputLine
-from orchestrator.transport.streams import merged_lines
+from orchestrator.transport.base import CommandResult, OutputLine, Stream
+from orchestrator.transport.streams import last_lines_text, lines_of, merged_chunks, stderr_tail
 
 
 class LocalTransport:
@@ -117,6 +117,10 @@ class LocalTransport:
         return result.check() if check else result
 
     async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
+        async for line in lines_of(self.stream_chunks(argv)):
+            yield line
+
+    async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
         argv = tuple(argv)
         try:
             proc = await self._spawn(argv, asyncio.subprocess.DEVNULL)
@@ -128,12 +132,13 @@ class LocalTransport:
                 stderr=f"{argv[0]}: command not found",
             ) from None
         assert proc.stdout is not None and proc.stderr is not None
-        stderr_tail: list[str] = []
+        tail = b""
         try:
-            async for line in merged_lines(proc.stdout, proc.stderr):
-                if line.stream == "stderr":
-                    stderr_tail = [*stderr_tail[-19:], line.text]
-                yield line
+            async with contextlib.aclosing(merged_chunks(proc.stdout, proc.stderr)) as chunks:
+                async for stream, chunk in chunks:
+                    if stream is Stream.stderr:
+                        tail = stderr_tail(tail, chunk)
+                    yield stream, chunk
             status = await proc.wait()
         finally:
             if proc.returncode is None:
@@ -145,7 +150,7 @@ class LocalTransport:
                 node=self._node.name,
                 argv=list(argv),
                 exit_status=status,
-                stderr="\n".join(stderr_tail),
+                stderr=last_lines_text(tail),
             )
 
     async def close(self) -> None:

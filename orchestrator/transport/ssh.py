@@ -38,8 +38,8 @@ from orchestrator.errors import (
     NodeUnreachable,
 )
 from orchestrator.models.inventory import Node
-from orchestrator.transport.base import CommandResult, ConnectOptions, OutputLine
-from orchestrator.transport.streams import merged_lines
+from orchestrator.transport.base import CommandResult, ConnectOptions, OutputLine, Stream
+from orchestrator.transport.streams import last_lines_text, lines_of, merged_chunks, stderr_tail
 
 log = structlog.get_logger(__name__)
 
@@ -241,6 +241,10 @@ class SshTransport:
         return result.check() if check else result
 
     async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
+        async for line in lines_of(self.stream_chunks(argv)):
+            yield line
+
+    async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
         argv = tuple(argv)
         conn = await self._connection()
         async with self._budget:
@@ -250,12 +254,15 @@ class SshTransport:
                 )
             except Exception as exc:
                 raise self._map_session_error(exc, argv) from exc
-            stderr_tail: list[str] = []
+            tail = b""
             try:
-                async for line in merged_lines(process.stdout, process.stderr):
-                    if line.stream == "stderr":
-                        stderr_tail = [*stderr_tail[-19:], line.text]
-                    yield line
+                async with contextlib.aclosing(
+                    merged_chunks(process.stdout, process.stderr)
+                ) as chunks:
+                    async for stream, chunk in chunks:
+                        if stream is Stream.stderr:
+                            tail = stderr_tail(tail, chunk)
+                        yield stream, chunk
                 completed = await process.wait(check=False)
             except ClusterError:
                 raise
@@ -270,7 +277,7 @@ class SshTransport:
                 node=self._node.name,
                 argv=list(argv),
                 exit_status=completed.returncode,
-                stderr="\n".join(stderr_tail),
+                stderr=last_lines_text(tail),
             )
 
     def _map_session_error(self, exc: BaseException, argv: tuple[str, ...]) -> ClusterError:

@@ -1,10 +1,15 @@
-"""Merge a process's stdout and stderr into one ordered stream of lines (any transport)."""
+"""Merge a process's stdout and stderr into one ordered stream (any transport).
+
+`merged_chunks` hands on the bytes as they were read, one chunk at a time: the log followers
+take that (a chunk holds ~20 lines at serving volume, and per-chunk work is what keeps eight
+ranks' chatter cheap). `merged_lines` splits on \r and \n for everything that reads lines.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Protocol
 
 from orchestrator.transport.base import LineSplitter, OutputLine, Stream
@@ -20,16 +25,46 @@ class ByteReader(Protocol):
 
 async def merged_lines(stdout: ByteReader, stderr: ByteReader) -> AsyncIterator[OutputLine]:
     """Yield lines from both readers as they arrive, split on \\r and \\n, until both hit EOF."""
-    queue: asyncio.Queue[OutputLine | None] = asyncio.Queue(maxsize=4096)
+    async for line in lines_of(merged_chunks(stdout, stderr)):
+        yield line
+
+
+async def lines_of(chunks: AsyncIterator[tuple[Stream, bytes]]) -> AsyncIterator[OutputLine]:
+    """Split each stream's chunks into lines on \\r and \\n (a line may span chunks)."""
+    splitters = {Stream.stdout: LineSplitter(), Stream.stderr: LineSplitter()}
+    try:
+        async for stream, chunk in chunks:
+            for text, end in splitters[stream].feed(chunk):
+                yield OutputLine(stream, text, end)
+    finally:
+        # A consumer that stops early ends the command now, not at garbage collection.
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+    for stream, splitter in splitters.items():
+        for text, end in splitter.close():
+            yield OutputLine(stream, text, end)
+
+
+def stderr_tail(tail: bytes, chunk: bytes, keep: int = 4096) -> bytes:
+    """The last `keep` bytes of stderr seen so far: what a failed stream's error quotes."""
+    return (tail + chunk)[-keep:]
+
+
+def last_lines_text(tail: bytes, lines: int = 20) -> str:
+    return "\n".join(tail.decode("utf-8", errors="replace").splitlines()[-lines:])
+
+
+async def merged_chunks(
+    stdout: ByteReader, stderr: ByteReader
+) -> AsyncGenerator[tuple[Stream, bytes], None]:
+    """Yield (stream, bytes) as each reader delivers them, until both hit EOF."""
+    queue: asyncio.Queue[tuple[Stream, bytes] | None] = asyncio.Queue(maxsize=256)
 
     async def pump(reader: ByteReader, stream: Stream) -> None:
-        splitter = LineSplitter()
         try:
             while chunk := await reader.read(CHUNK):
-                for text, end in splitter.feed(chunk):
-                    await queue.put(OutputLine(stream, text, end))
-            for text, end in splitter.close():
-                await queue.put(OutputLine(stream, text, end))
+                await queue.put((stream, chunk))
         finally:
             await queue.put(None)
 

@@ -32,7 +32,7 @@ async def test_a_rank_output_is_kept_raw_with_timestamps_and_its_exit_recorded(t
     rank_dir = tmp_path / "rank-0"
     rank_dir.mkdir()
     seen: list[tuple[str, str]] = []
-    f = Follower(rt, s, rank_dir, lambda r, st, t: seen.append((st, t)))
+    f = Follower(rt, s, rank_dir, lambda r, st, ts: seen.extend((st, t) for t in ts))
     await asyncio.wait_for(f.run(asyncio.Event()), 30)
     state = await rt.state(s)
     assert (state.status, state.exit_code) == ("exited", 3)

@@ -146,6 +146,22 @@ def test_a_node_silent_past_the_grace_period_is_named_lost():
     assert b.state.rank(2).shown_phase is RankPhase.unreachable
 
 
+def test_a_rank_whose_node_went_silent_when_the_window_closes_is_lost_not_a_barrier_miss():
+    """Its node's log cannot say whether it finished; no rank reports a failed barrier."""
+    b = Boot()
+    b.read([200, 200, 200, 150], 56)  # ranks 0-2 done; rank 3 a few seconds from done
+    assert b.state.first_load_end_at is not None and not b.state.rank(3).phase.finished_loading
+    b.fold(NodeLost(ts=b.now, rank=3, reason="no answer within 4 s"))
+    closes = b.state.first_load_end_at + b.cfg.barrier_window_s + 1
+    assert not [f for f in watch(b.state, closes, b.cfg) if f.watcher == "barrier"]
+    verdict = next(f for f in watch(b.state, closes + b.cfg.lost_grace_s, b.cfg))
+    assert (verdict.outcome, verdict.rank) == (Outcome.NODE_LOST, 3)
+    # Ranks that really raised the barrier's ValueError still make it a barrier verdict.
+    b.log(0, BARRIER.replace("TP rank 1", "TP rank 0"))
+    verdict = next(f for f in watch(b.state, closes, b.cfg) if f.severity == "verdict")
+    assert (verdict.outcome, verdict.rank) == (Outcome.BARRIER_TIMEOUT, 3)
+
+
 def test_page_cache_starvation_warns_with_the_numbers_and_never_suggests_dropping_caches():
     b = Boot()
     b.fold(Sample(ts=1, rank=0, mem_free=int(1.6 * GiB), mem_available=31 * GiB, cached=30 * GiB))
@@ -170,3 +186,34 @@ def test_no_code_path_writes_drop_caches():
         if path.is_file() and path.suffix in (".py", ".sh", ".yaml", ".yml"):
             text = path.read_text(errors="replace")
             assert "/proc/sys/vm/drop_caches" not in text, path
+
+
+def test_folding_a_batch_of_lines_is_folding_them_one_by_one() -> None:
+    """The supervisor folds a chunk of lines at once; the state must not tell the difference."""
+    from orchestrator.supervisor.state import reduce_lines
+    from tests.engine_lines import load_corpus
+
+    frames = [f"frame #{k}: c10::Error::Error() + 0x{k:x} (0x7f in libc10.so)" for k in range(5)]
+    texts = [
+        f"2026-11-29T10:00:{k % 60:02d}.{k:09d}Z {e.text}" for k, e in enumerate(load_corpus())
+    ]
+    texts[10:10] = frames
+    texts.append("2026-11-29T10:01:00.5Z Loading safetensors checkpoint shards:  10% | 1/10\r")
+    one_by_one = batched = initial_state(NODES)
+    for k, chunk_start in enumerate(range(0, len(texts), 7)):
+        chunk = texts[chunk_start : chunk_start + 7]
+        for text in chunk:
+            one_by_one = reduce(one_by_one, LogLine(ts=k, rank=2, stream="stderr", text=text))
+        batched = reduce_lines(batched, 2, k, chunk)
+    assert batched == one_by_one
+    assert batched.events_seen == one_by_one.events_seen == len(texts)
+    assert batched.rank(2).phase is not RankPhase.pending
+
+
+def test_a_line_of_tqdm_updates_joined_by_cr_reads_as_its_last_update() -> None:
+    """Docker ends a log line at \\n only: a shard bar's updates arrive \\r-joined in one line."""
+    bar = "Loading safetensors checkpoint shards: {p:3d}% Completed | {d}/13 [00:04<00:05]"
+    joined = "\r".join(bar.format(p=d * 100 // 13, d=d) for d in (1, 2, 3, 4)) + "\r"
+    state = reduce(initial_state(NODES), LogLine(ts=1, rank=0, stream="stderr", text=joined))
+    assert (state.rank(0).shards_done, state.rank(0).shards_total) == (4, 13)
+    assert state.rank(0).last_line.startswith("Loading safetensors checkpoint shards:  30%")
