@@ -15,6 +15,10 @@ window as a share of one core, and the lines lost: per rank, every sequence numb
 the preserved copy exactly once, and the preserved copy must equal the node's
 `docker logs --timestamps` (compared before the final reconciliation, which then must repair
 0 bytes). Target (issue 7): under 15% of one core, 0 lines lost.
+
+Then (unless --no-floor) it spews again and reads the streams over the same SSH transport with
+nothing else (`drain_spew`): the floor that asyncssh and the event loop cost alone, printed with
+the supervisor's share on top of it and the ratio of the two.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -169,8 +174,6 @@ async def supervise_spew(
         wall1, cpu1, box1 = time.monotonic(), me.cpu_times(), psutil.cpu_times()
         sup.stop.set()
         await asyncio.gather(ticker, *samplers, return_exceptions=True)
-        for f in sup.followers:
-            f.flush()
         node_logs = {s.rank: compare_with_node(s, run.rank_dir(s.rank)) for s in specs}
         reconciled = [await f.reconcile() for f in sup.followers]
         for f in sup.followers:
@@ -203,6 +206,97 @@ async def supervise_spew(
         "machine_cores": psutil.cpu_count(),
         "lines_folded": folded,
         "per_rank": per_rank,
+    }
+
+
+async def drain_spew(inventory: Any, rate: int, seconds: float) -> dict[str, Any]:
+    """The floor: the same spew read over the same SSH transport, bytes counted, nothing else.
+
+    No follower, no file, no parsing: what asyncssh and the event loop cost on their own, so
+    the supervisor's figure can be read as floor + its own work."""
+    run_id = "floor-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    specs = rank_specs(inventory, run_id, rate, seconds)
+    transports = open_transports(inventory, ConnectOptions())
+    runtime = DockerRuntime(transports)
+    me = psutil.Process()
+    received = 0
+
+    async def drain(spec: RankSpec) -> None:
+        nonlocal received
+        argv = [*docker_base(spec.node), "logs", "-f", "--timestamps", spec.name]
+        async for _, chunk in transports[spec.node.name].stream_chunks(argv):
+            received += len(chunk)
+
+    try:
+        await asyncio.gather(*(t.connect() for t in transports.values()))
+        for spec in specs:
+            await runtime.start(spec)
+        cpu0, wall0 = me.cpu_times(), time.monotonic()
+        await asyncio.wait_for(asyncio.gather(*(drain(s) for s in specs)), seconds + 600)
+        wall1, cpu1 = time.monotonic(), me.cpu_times()
+    finally:
+        await close_transports(transports)
+    busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    return {
+        "wall_s": wall1 - wall0,
+        "cpu_s": busy,
+        "cpu_pct_of_one_core": 100 * busy / (wall1 - wall0),
+        "bytes": received,
+    }
+
+
+async def drain_spew_openssh(inventory: Any, rate: int, seconds: float) -> dict[str, Any]:
+    """The same floor with OpenSSH's `ssh` client doing the SSH work (host keys still checked
+    against the inventory's known_hosts), read from its pipe; the `ssh` processes' CPU counts
+    as the controller's. Measures the alternative to asyncssh for followers; not used by boot."""
+    run_id = "floorssh-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    specs = rank_specs(inventory, run_id, rate, seconds)
+    transports = open_transports(inventory, ConnectOptions())
+    runtime = DockerRuntime(transports)
+    me = psutil.Process()
+    received = 0
+
+    async def drain(spec: RankSpec) -> None:
+        nonlocal received
+        node = spec.node
+        argv = [
+            "ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+            "-o", f"UserKnownHostsFile={transports[node.name]._known_hosts}",  # type: ignore[attr-defined]
+            "-p", str(node.port), *(["-i", str(node.private_key)] if node.private_key else []),
+            f"{node.user}@{node.address}", "--",
+            shlex.join([*docker_base(node), "logs", "-f", "--timestamps", spec.name]),
+        ]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+
+        async def pump(reader: asyncio.StreamReader) -> None:
+            nonlocal received
+            while chunk := await reader.read(65536):
+                received += len(chunk)
+
+        await asyncio.gather(pump(proc.stdout), pump(proc.stderr))
+        await proc.wait()
+
+    try:
+        await asyncio.gather(*(t.connect() for t in transports.values()))
+        for spec in specs:
+            await runtime.start(spec)
+        cpu0, wall0 = me.cpu_times(), time.monotonic()
+        await asyncio.wait_for(asyncio.gather(*(drain(s) for s in specs)), seconds + 600)
+        wall1, cpu1 = time.monotonic(), me.cpu_times()
+    finally:
+        await close_transports(transports)
+    # The `ssh` processes were reaped: their CPU (handshakes included) is in children_*.
+    kids = (cpu1.children_user - cpu0.children_user) + (cpu1.children_system - cpu0.children_system)
+    busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system) + kids
+    return {
+        "wall_s": wall1 - wall0,
+        "cpu_s": busy,
+        "ssh_processes_cpu_s": kids,
+        "cpu_pct_of_one_core": 100 * busy / (wall1 - wall0),
+        "bytes": received,
     }
 
 
@@ -241,6 +335,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep-up", action="store_true", help="leave the testbed up afterwards")
+    ap.add_argument(
+        "--no-floor", action="store_true", help="skip the second spew read by the transport alone"
+    )
     args = ap.parse_args()
     tb = Testbed()
     tb.up(8)
@@ -249,6 +346,11 @@ def main() -> None:
         inventory = load_inventory(tb.inventory)
         with tempfile.TemporaryDirectory(prefix="bench-supervisor-logs-") as tmp:
             result = asyncio.run(supervise_spew(inventory, Path(tmp), args.rate, args.seconds))
+        if not args.no_floor:
+            result["floor"] = asyncio.run(drain_spew(inventory, args.rate, args.seconds))
+            result["floor_openssh"] = asyncio.run(
+                drain_spew_openssh(inventory, args.rate, args.seconds)
+            )
     finally:
         for nd in tb.nodes:
             with contextlib.suppress(Exception):
@@ -282,6 +384,22 @@ def report(r: dict[str, Any], as_json: bool) -> None:
         f"dockerd, `docker logs` included) was busy {r['machine_busy_cores']:.2f} of "
         f"{r['machine_cores']} cores"
     )
+    if "floor" in r:
+        f = r["floor"]
+        print(
+            f"the transport alone (same spew, same SSH, bytes only): {f['cpu_pct_of_one_core']:.1f}%"
+            f" of one core; the supervisor's own work on top: "
+            f"{r['controller_cpu_pct_of_one_core'] - f['cpu_pct_of_one_core']:.1f}%; "
+            f"supervisor / transport alone: "
+            f"{r['controller_cpu_pct_of_one_core'] / max(f['cpu_pct_of_one_core'], 0.01):.2f}x"
+        )
+    if "floor_openssh" in r:
+        o = r["floor_openssh"]
+        print(
+            f"the same read by OpenSSH's `ssh` client (its processes counted): "
+            f"{o['cpu_pct_of_one_core']:.1f}% of one core "
+            f"(asyncssh / ssh: {f['cpu_pct_of_one_core'] / max(o['cpu_pct_of_one_core'], 0.01):.2f}x)"
+        )
     print(f"lines folded (parsed into the boot state): {r['lines_folded']:,}")
     print(
         f"lines lost: {lost}; duplicated: {dups}; preserved copies identical to docker logs: "

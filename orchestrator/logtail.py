@@ -62,6 +62,25 @@ def append_line(tail: tuple[str, ...], line: str, n: int) -> tuple[str, ...]:
     return (*tail[-(n - 1) :], line) if n > 1 else (line,)
 
 
+def extend_tail(tail: tuple[str, ...], lines: Sequence[str], n: int) -> tuple[str, ...]:
+    """`append_line` for each of `lines`, reading only the lines that can still be in the tail.
+
+    A follower hands on ~100 lines at a time at serving volume; the tail keeps `n`. Walking back
+    from the end, a run of frames counts as one entry; the fold starts where `n` entries begin
+    (or from `tail` itself when the batch has fewer)."""
+    i, entries = len(lines), 0
+    while i > 0 and entries < n:
+        i -= 1
+        if is_frame(lines[i]):
+            while i > 0 and is_frame(lines[i - 1]):
+                i -= 1
+        entries += 1
+    out = tail if i == 0 else ()
+    for line in lines[i:]:
+        out = append_line(out, line, n)
+    return out
+
+
 _FOLDED = re.compile(r"\[\.\.\. (\d+) C\+\+ stack frames? \.\.\.\]")
 
 

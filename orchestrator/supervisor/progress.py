@@ -112,6 +112,20 @@ _ANY = re.compile(
 )
 
 
+_DOCKER_TS_LINES = re.compile(DOCKER_TS.pattern, re.MULTILINE)
+
+
+def strip_timestamps(lines: str) -> str:
+    """`strip_timestamp` on every line of a \\n-joined batch, in one pass."""
+    return _DOCKER_TS_LINES.sub("", lines)
+
+
+def may_mark(text: str) -> bool:
+    """Whether any line of `text` (one line or a \\n-joined batch) can mark a milestone: one
+    regex pass lets a batch of ordinary chatter skip the per-line parse."""
+    return _ANY.search(text) is not None
+
+
 def parse_line(text: str) -> Progress | None:
     """The milestone a line marks, or None for ordinary chatter."""
     if not _ANY.search(text):

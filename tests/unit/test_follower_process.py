@@ -93,3 +93,23 @@ async def test_reconciliation_counts_and_repairs_lost_bytes(tmp_path):
     assert await f2.reconcile() == len(lost)
     assert (rank_dir / "stdout.log").read_bytes() == text
     f2.close()
+
+
+def test_a_reopened_stream_drops_only_its_repeated_first_lines() -> None:
+    from orchestrator.supervisor.follower import _Cursor
+
+    def at(sec: int, text: str) -> bytes:
+        return f"2026-11-29T10:00:{sec:02d}.5Z {text}\n".encode()
+
+    cursor = _Cursor()
+    first = [at(1, "a"), at(2, "b"), at(2, "c")]
+    assert cursor.admit(first) == first
+    # Following goes on: a node clock stepped back still loses nothing.
+    assert cursor.admit([at(0, "stepped back")]) == [at(0, "stepped back")]
+    assert cursor.admit([at(3, "d"), at(3, "e")]) == [at(3, "d"), at(3, "e")]
+    # Reopened with --since 10:00:03.5 (inclusive): the repeats come first, then what is new,
+    # including a new line stamped the same instant as the last kept ones.
+    cursor.reopened = True
+    again = [at(3, "d"), at(3, "e"), at(3, "f"), at(4, "g")]
+    assert cursor.admit(again) == [at(3, "f"), at(4, "g")]
+    assert cursor.admit([at(4, "g")]) == [at(4, "g")]  # not reopened: a genuine repeat line

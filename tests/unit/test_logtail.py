@@ -49,3 +49,22 @@ def test_a_live_tail_folds_frames_as_they_arrive_and_stays_bounded() -> None:
     for line in ["x", *FRAMES, "y"]:
         tail = append_line(tail, line, 20)
     assert tail == ("x", "[... 26 C++ stack frames ...]", "y")
+
+
+def test_extending_a_tail_by_a_batch_is_appending_line_by_line() -> None:
+    import random
+
+    from orchestrator.logtail import extend_tail
+
+    rng = random.Random(7)
+    pool = ["a", "b", FRAMES[0], FRAMES[1], "c", ""]
+    for _ in range(300):
+        start = tuple(rng.choice(pool) for _ in range(rng.randrange(0, 25)))
+        tail: tuple[str, ...] = ()
+        for line in start:
+            tail = append_line(tail, line, 20)
+        batch = [rng.choice(pool) for _ in range(rng.randrange(0, 60))]
+        expected = tail
+        for line in batch:
+            expected = append_line(expected, line, 20)
+        assert extend_tail(tail, batch, 20) == expected

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from orchestrator.models.run import (
     HeadReady,
     LogLine,
@@ -188,20 +190,22 @@ def test_no_code_path_writes_drop_caches():
             assert "/proc/sys/vm/drop_caches" not in text, path
 
 
-def test_folding_a_batch_of_lines_is_folding_them_one_by_one() -> None:
+@pytest.mark.parametrize("size", [1, 7, 23, 500])
+def test_folding_a_batch_of_lines_is_folding_them_one_by_one(size: int) -> None:
     """The supervisor folds a chunk of lines at once; the state must not tell the difference."""
     from orchestrator.supervisor.state import reduce_lines
     from tests.engine_lines import load_corpus
 
-    frames = [f"frame #{k}: c10::Error::Error() + 0x{k:x} (0x7f in libc10.so)" for k in range(5)]
+    frames = [f"frame #{k}: c10::Error::Error() + 0x{k:x} (0x7f in libc10.so)" for k in range(30)]
     texts = [
         f"2026-11-29T10:00:{k % 60:02d}.{k:09d}Z {e.text}" for k, e in enumerate(load_corpus())
     ]
-    texts[10:10] = frames
+    texts[10:10] = frames[:5]
     texts.append("2026-11-29T10:01:00.5Z Loading safetensors checkpoint shards:  10% | 1/10\r")
+    texts += ["x", *frames, "y", "", "\rz\r", *frames[:3], "2026-11-29T10:01:01Z last"]
     one_by_one = batched = initial_state(NODES)
-    for k, chunk_start in enumerate(range(0, len(texts), 7)):
-        chunk = texts[chunk_start : chunk_start + 7]
+    for k, chunk_start in enumerate(range(0, len(texts), size)):
+        chunk = texts[chunk_start : chunk_start + size]
         for text in chunk:
             one_by_one = reduce(one_by_one, LogLine(ts=k, rank=2, stream="stderr", text=text))
         batched = reduce_lines(batched, 2, k, chunk)
