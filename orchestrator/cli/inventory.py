@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from orchestrator.check import CheckReport, NodeCheck, check_inventory
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.errors import UnhealthyCluster
 from orchestrator.inventory import load_inventory, resolve_inventory_path
 from orchestrator.models.inventory import Inventory
 from orchestrator.transport import ConnectOptions
+
+if TYPE_CHECKING:
+    from orchestrator.check import CheckReport, NodeCheck
 
 app = typer.Typer(help="Read and check the inventory of nodes.", no_args_is_help=True)
 
@@ -101,6 +103,8 @@ def check(
     options = ConnectOptions(
         connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys
     )
+    from orchestrator.check import check_inventory  # its probes: only this command needs them
+
     report = asyncio.run(check_inventory(inv, options))
     if json_out:
         print_json(report.to_json())

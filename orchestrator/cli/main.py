@@ -6,6 +6,7 @@ else is a bug: the traceback goes to a crash file whose path we print, never to 
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 from datetime import UTC, datetime
@@ -15,42 +16,66 @@ import typer
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
-from orchestrator.cli import boot as boot_cmd
-from orchestrator.cli import image as image_cmd
-from orchestrator.cli import inventory as inventory_cmd
-from orchestrator.cli import nccl_check as nccl_check_cmd
-from orchestrator.cli import operate as operate_cmd
-from orchestrator.cli import postmortem as postmortem_cmd
-from orchestrator.cli import preflight as preflight_cmd
-from orchestrator.cli import recipes as recipes_cmd
-from orchestrator.cli import runs as runs_cmd
-from orchestrator.cli import sim as sim_cmd
 from orchestrator.cli.output import err_console
 from orchestrator.errors import ClusterError, ExitCode
 from orchestrator.logging import LogFormat, configure_logging
 from orchestrator.paths import state_dir
 
-app = typer.Typer(
-    name="cluster",
-    help="Boot one model across a small cluster of DGX Sparks, rank by rank, keeping every log.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command("boot")(boot_cmd.boot_cmd)
-app.add_typer(inventory_cmd.app, name="inventory")
-app.add_typer(image_cmd.app, name="image")
-app.add_typer(recipes_cmd.app, name="recipes")
-app.add_typer(sim_cmd.app, name="sim")
-app.command("preflight")(preflight_cmd.preflight)
-app.command("nccl-check")(nccl_check_cmd.nccl_check)
-app.command("runs")(runs_cmd.runs)
-app.command("status")(operate_cmd.status)
-app.command("supervise")(operate_cmd.supervise)
-app.command("stop")(operate_cmd.stop)
-app.command("prune")(operate_cmd.prune_cmd)
-app.command("logs")(runs_cmd.logs)
-app.command("postmortem")(postmortem_cmd.postmortem)
+# Every command: name -> (module under orchestrator.cli, attribute, a sub-app?). A command's
+# module is imported only when that command runs (or for the full `--help`): importing all of
+# them (asyncssh, the boot, the postmortem's signatures) took ~0.7 s before any work began,
+# which `cluster status`, run every few seconds by people and scripts, paid every time.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "boot": ("boot", "boot_cmd", False),
+    "inventory": ("inventory", "app", True),
+    "image": ("image", "app", True),
+    "recipes": ("recipes", "app", True),
+    "sim": ("sim", "app", True),
+    "preflight": ("preflight", "preflight", False),
+    "nccl-check": ("nccl_check", "nccl_check", False),
+    "runs": ("runs", "runs", False),
+    "status": ("operate", "status", False),
+    "supervise": ("operate", "supervise", False),
+    "stop": ("operate", "stop", False),
+    "prune": ("operate", "prune_cmd", False),
+    "logs": ("runs", "logs", False),
+    "postmortem": ("postmortem", "postmortem", False),
+}
+_ROOT_OPTIONS_WITH_VALUE = ("--log-format",)
+
+
+def command_named(argv: list[str]) -> str | None:
+    """The command `argv` runs, if it names one: root options come first, then the command."""
+    args = iter(argv)
+    for arg in args:
+        if arg in _ROOT_OPTIONS_WITH_VALUE:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_app(argv: list[str]) -> typer.Typer:
+    """The Typer app with the command `argv` names, or every command (help, a typo)."""
+    app = typer.Typer(
+        name="cluster",
+        help="Boot one model across a small cluster of DGX Sparks, rank by rank, keeping every "
+        "log.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    wanted = command_named(argv)
+    for name, (module, attribute, is_group) in COMMANDS.items():
+        if wanted is not None and name != wanted:
+            continue
+        command = getattr(importlib.import_module(f"orchestrator.cli.{module}"), attribute)
+        if is_group:
+            app.add_typer(command, name=name)
+        else:
+            app.command(name)(command)
+    return app
 
 
 def _version(value: bool) -> None:
@@ -59,7 +84,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     log_format: Annotated[
         LogFormat, typer.Option("--log-format", help="console for people, json for machines")
@@ -88,7 +112,8 @@ def write_crash_file(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the process exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        args = sys.argv[1:] if argv is None else argv
+        build_app(args)(args=args, standalone_mode=False)
         code = 0
     except ClusterError as exc:
         for line in exc.lines():

@@ -12,8 +12,6 @@ from typing import Annotated
 import typer
 from rich.live import Live
 
-from orchestrator.boot import BootOptions, resume
-from orchestrator.cli.boot import LiveUI, print_outcome
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
@@ -22,7 +20,6 @@ from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
 from orchestrator.runstore import RunStore
 from orchestrator.status import current_view
-from orchestrator.stop import find_leftovers, prune, stop_run
 from orchestrator.supervisor.view import render_table
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
@@ -64,6 +61,10 @@ def supervise(
     """Supervise a run again after its controller died: resume every rank's log where the
     preserved copy ends, and carry on to READY or a verdict."""
     r = pick_run(store_for(inventory), run)
+    # Imported here: `cluster status` shares this module and should not pay for the boot.
+    from orchestrator.boot import BootOptions, resume
+    from orchestrator.cli.boot import LiveUI, print_outcome
+
     ui = LiveUI(None)
     result = asyncio.run(resume(r, options=BootOptions(), ui=ui))
     result.last_view = ui.last
@@ -83,6 +84,8 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
     names = ", ".join(f"{s.name}@{s.node.name}" for s in ctx.specs)
     if not yes and not typer.confirm(f"stop and remove run {r.id}'s ranks ({names})?"):
         raise typer.Abort()
+    from orchestrator.stop import stop_run
+
     report = asyncio.run(stop_run(ctx))
     gone = f"; {len(report.gone)} already gone" if report.gone else ""
     console.print(
@@ -122,6 +125,8 @@ def prune_cmd(
     after saving their logs and inspect output into their runs."""
     inv = open_inventory(inventory)
     store = RunStore(inv.runs_dir)
+    from orchestrator.stop import find_leftovers, prune
+
     leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
     if not include_serving:
         # Never a boot that is serving or still supervised: that is `cluster stop`'s job.
