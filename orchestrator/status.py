@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from typing import TypeVar
 
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
@@ -38,6 +39,9 @@ def supervisor_view(ctx: RunContext) -> BootView | None:
     return BootView.model_validate(data) if data else None
 
 
+_T = TypeVar("_T")
+
+
 def runtime_for(
     ctx: RunContext, options: ConnectOptions
 ) -> tuple[Runtime, Mapping[str, Transport]]:
@@ -51,12 +55,24 @@ async def _ask(
     runtime: Runtime, spec: RankSpec
 ) -> tuple[ExitState, NodeSample | None, list[tuple[str, bytes]]] | ClusterError:
     try:
-        state = await runtime.state(spec)
-        tail = await runtime.tail(spec, TAIL_LINES) if state.status != "missing" else []
-        sample = await runtime.sample(spec) if state.running else None
+        state = await runtime.state(spec)  # first: the sampler needs the rank's pid from it
+        # The tail and the sample are independent: two channels at once, one round trip.
+        tail, sample = await asyncio.gather(
+            runtime.tail(spec, TAIL_LINES) if state.status != "missing" else _nothing([]),
+            runtime.sample(spec) if state.running else _nothing(None),
+            return_exceptions=True,  # both finish before either's error is raised
+        )
+        if isinstance(tail, BaseException):
+            raise tail
+        if isinstance(sample, BaseException):
+            raise sample
         return state, sample, tail
     except ClusterError as exc:
         return exc
+
+
+async def _nothing(value: _T) -> _T:
+    return value
 
 
 def _probe(url: str) -> float | None:

@@ -199,13 +199,24 @@ def watch_exits(s: BootState) -> list[Finding]:
     ]
 
 
+def _silent_since(r: RankState) -> float | None:
+    """Since when a rank's node has said nothing: a failed sample starts it, and any later
+    signal (its log stream delivering lines) moves it on. A controller too busy to finish
+    a sample in time, while the node's log still flows, has not lost that node."""
+    if r.lost_since is None:
+        return None
+    return max(r.lost_since, r.last_signal_at or 0.0)
+
+
 def watch_loss(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     lost = [
-        r for r in s.ranks if r.lost_since is not None and now - r.lost_since >= cfg.lost_grace_s
+        r
+        for r in s.ranks
+        if (since := _silent_since(r)) is not None and now - since >= cfg.lost_grace_s
     ]
     if not lost:
         return []
-    r = min(lost, key=lambda x: x.lost_since or 0)
+    r = min(lost, key=lambda x: _silent_since(x) or 0)
     return [
         Finding(
             watcher="loss",
@@ -214,7 +225,7 @@ def watch_loss(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             outcome=Outcome.NODE_LOST,
             message=(
                 f"node {r.node} (rank {r.rank}) unreachable for "
-                f"{now - (r.lost_since or now):.0f} s: {r.lost_reason}"
+                f"{now - (_silent_since(r) or now):.0f} s: {r.lost_reason}"
             ),
             advice="check the node's management link and sshd; its log up to the loss is kept",
         )

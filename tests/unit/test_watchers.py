@@ -148,6 +148,20 @@ def test_a_node_silent_past_the_grace_period_is_named_lost():
     assert b.state.rank(2).shown_phase is RankPhase.unreachable
 
 
+def test_a_failed_sample_while_the_nodes_log_still_flows_is_not_a_lost_node():
+    """A controller too busy to finish a sample in time has not lost a node that still talks."""
+    b = Boot()
+    b.fold(NodeLost(ts=10, rank=2, reason="no answer within 4 s"))
+    for t in range(11, 30):
+        b.now = t
+        b.log(2, f"decode batch {t}")
+        assert not [f for f in watch(b.state, t + 0.5, b.cfg) if f.severity == "verdict"], t
+    # Then the stream stops too: lost, counted from its last line.
+    assert not [f for f in watch(b.state, 29 + 5.9, b.cfg) if f.severity == "verdict"]
+    v = next(f for f in watch(b.state, 29 + 6.1, b.cfg) if f.severity == "verdict")
+    assert (v.outcome, v.rank) == (Outcome.NODE_LOST, 2) and "for 6 s" in v.message
+
+
 def test_a_rank_whose_node_went_silent_when_the_window_closes_is_lost_not_a_barrier_miss():
     """Its node's log cannot say whether it finished; no rank reports a failed barrier."""
     b = Boot()
