@@ -105,6 +105,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--profile", type=Path, help="also cProfile one live in-process call into this file"
+    )
     args = ap.parse_args()
     tb = Testbed()
     tb.up(8)
@@ -149,6 +152,12 @@ def main() -> None:
             os.killpg(boot.pid, signal.SIGKILL)  # the controller dies; the ranks keep loading
             boot.wait(timeout=10)
             results.append(measure("live", args.repeat, env, runs, tb.inventory, run.name))
+            if args.profile:
+                import cProfile
+
+                cProfile.runctx(
+                    "in_process(runs, run.name)", globals(), locals(), str(args.profile)
+                )
     finally:
         if boot is not None and boot.poll() is None:
             with contextlib.suppress(ProcessLookupError):

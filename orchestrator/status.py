@@ -13,7 +13,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import TypeVar
 
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
@@ -39,9 +38,6 @@ def supervisor_view(ctx: RunContext) -> BootView | None:
     return BootView.model_validate(data) if data else None
 
 
-_T = TypeVar("_T")
-
-
 def runtime_for(
     ctx: RunContext, options: ConnectOptions
 ) -> tuple[Runtime, Mapping[str, Transport]]:
@@ -54,25 +50,29 @@ def runtime_for(
 async def _ask(
     runtime: Runtime, spec: RankSpec
 ) -> tuple[ExitState, NodeSample | None, list[tuple[str, bytes]]] | ClusterError:
+    """One node's answers, over one connection: its container's state and then a sample (the
+    sampler needs the pid the state gives), and meanwhile the log tail. Two round trips."""
+
+    async def state_then_sample() -> tuple[ExitState, NodeSample | None]:
+        state = await runtime.state(spec)
+        return state, (await runtime.sample(spec) if state.running else None)
+
     try:
-        state = await runtime.state(spec)  # first: the sampler needs the rank's pid from it
-        # The tail and the sample are independent: two channels at once, one round trip.
-        tail, sample = await asyncio.gather(
-            runtime.tail(spec, TAIL_LINES) if state.status != "missing" else _nothing([]),
-            runtime.sample(spec) if state.running else _nothing(None),
+        first, tail = await asyncio.gather(
+            state_then_sample(),
+            runtime.tail(spec, TAIL_LINES),
             return_exceptions=True,  # both finish before either's error is raised
         )
+        if isinstance(first, BaseException):
+            raise first
+        state, sample = first
+        if state.status == "missing":
+            return state, sample, []  # no container, so no tail (its error says just that)
         if isinstance(tail, BaseException):
             raise tail
-        if isinstance(sample, BaseException):
-            raise sample
         return state, sample, tail
     except ClusterError as exc:
         return exc
-
-
-async def _nothing(value: _T) -> _T:
-    return value
 
 
 def _probe(url: str) -> float | None:
