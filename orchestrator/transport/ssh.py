@@ -257,8 +257,10 @@ class SshTransport:
         return result.check() if check else result
 
     async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
-        async for line in lines_of(self.stream_chunks(argv)):
-            yield line
+        # aclosing: a consumer that stops early ends the command now, not at collection.
+        async with contextlib.aclosing(lines_of(self.stream_chunks(argv))) as lines:
+            async for line in lines:
+                yield line
 
     async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
         argv = tuple(argv)

@@ -25,11 +25,14 @@ class ByteReader(Protocol):
 
 async def merged_lines(stdout: ByteReader, stderr: ByteReader) -> AsyncIterator[OutputLine]:
     """Yield lines from both readers as they arrive, split on \\r and \\n, until both hit EOF."""
-    async for line in lines_of(merged_chunks(stdout, stderr)):
-        yield line
+    async with contextlib.aclosing(lines_of(merged_chunks(stdout, stderr))) as lines:
+        async for line in lines:
+            yield line
 
 
-async def lines_of(chunks: AsyncIterator[tuple[Stream, bytes]]) -> AsyncIterator[OutputLine]:
+async def lines_of(
+    chunks: AsyncIterator[tuple[Stream, bytes]],
+) -> AsyncGenerator[OutputLine, None]:
     """Split each stream's chunks into lines on \\r and \\n (a line may span chunks)."""
     splitters = {Stream.stdout: LineSplitter(), Stream.stderr: LineSplitter()}
     try:
