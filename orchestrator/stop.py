@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -44,6 +45,9 @@ async def save_rank(run: Run, spec: RankSpec, runtime: Runtime) -> None:
 async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> StopReport:
     runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
     report = StopReport(ctx.run.id)
+    # Recorded with the event: what ranks print from now on (peers vanishing as they are
+    # stopped one after another) is the stop's doing, and the postmortem sets it aside.
+    began = time.time()
 
     async def one(spec: RankSpec) -> None:
         try:
@@ -52,7 +56,7 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
             if (await runtime.state(spec)).status == "missing":
                 report.gone.append(spec.rank)
                 return
-            await save_rank(ctx.run, spec, runtime)
+            await save_rank(ctx.run, spec, runtime)  # first: a stop that fails loses nothing
             report.saved.append(spec.rank)
         except ClusterError as exc:
             report.problems.append(
@@ -60,6 +64,9 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
             )
             return  # never remove what we could not save
         try:
+            await runtime.stop(spec)
+            # Again once it has stopped: its last words and its exit state, before removal.
+            await save_rank(ctx.run, spec, runtime)
             await runtime.stop(spec, remove=True)
             report.removed.append(spec.name)
         except ClusterError as exc:
@@ -72,6 +79,7 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
     ctx.run.append_event(
         {
             "kind": "stopped",
+            "began": began,
             "saved": sorted(report.saved),
             "removed": sorted(report.removed),
             "gone": sorted(report.gone),

@@ -328,6 +328,13 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
         for _n, ev in events:
             if ev.get("kind") == "verdict":
                 verdict = {k: v for k, v in ev.items() if k != "kind"}
+    # `cluster stop` records when it began: what ranks print after that is the stop's doing.
+    stops = [
+        _ts(ev.get("began")) or _ts(ev.get("ts"))
+        for _n, ev in events
+        if ev.get("kind") == "stopped"
+    ]
+    stopped_at = min((t for t in stops if t is not None), default=None)
     warnings = tuple(
         Evidence(
             file="events.jsonl",
@@ -417,6 +424,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
         recipe_env={str(k): str(v) for k, v in (env or {}).items()},
         created=created,
         supervisor_verdict=verdict,
+        stopped_at=stopped_at,
         warnings=warnings,
         notes=tuple(
             notes

@@ -222,8 +222,31 @@ def _exit_hits(
 # -- the diagnosis ---------------------------------------------------------------------------------
 
 
+def _before_stop(facts: RankFacts, stopped_at: float) -> tuple[RankFacts, int]:
+    """A rank as it was when `cluster stop` began, and how many hits came after.
+
+    Stopping ranks one after another makes the others print what a lost peer makes them
+    print (NCCL and Gloo errors, SGLang's sigquit): those lines are the stop's doing, not a
+    failure. They stay in the logs and are counted in the notes; they are not weighed. An exit
+    the stop caused (or a state saved while the rank still ran) reads `stopped`."""
+    kept = tuple(h for h in facts.hits if h.evidence.ts is None or h.evidence.ts < stopped_at)
+    ex = facts.exit
+    if ex is not None and not ex.oom_killed:
+        by_stop = ex.status == "running" or (
+            ex.finished_at is not None and ex.finished_at >= stopped_at
+        )
+        if by_stop:
+            ex = ex.model_copy(update={"status": "stopped", "exit_code": None})
+    return facts.model_copy(update={"hits": kept, "exit": ex}), len(facts.hits) - len(kept)
+
+
 def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> Diagnosis:
     ranks = sorted(ranks, key=lambda r: r.rank)
+    set_aside = 0
+    if run.stopped_at is not None:
+        trimmed = [_before_stop(r, run.stopped_at) for r in ranks]
+        ranks = [r for r, _ in trimmed]
+        set_aside = sum(n for _, n in trimmed)
     by_rank = {r.rank: r for r in ranks}
     verdict = run.supervisor_verdict or {}
     interrupted = str(verdict.get("outcome", "")).upper() == "INTERRUPTED"
@@ -254,6 +277,16 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         any(r.phase == "serving" for r in ranks) or str(verdict.get("outcome")) == "READY"
     )
     notes = list(run.notes)
+    if run.stopped_at is not None:
+        notes.append(
+            f"`cluster stop` began at {_clock(run.stopped_at)}"
+            + (
+                f"; {_plural(set_aside, 'failure line')} printed after it (ranks losing their "
+                "peers as they were stopped) were set aside"
+                if set_aside
+                else ""
+            )
+        )
     if root is None and not ready:
         root = _from_laggard(run, ranks) or _from_supervisor(verdict, by_rank)
         if root is None and ranks:
@@ -351,7 +384,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         ranks=rank_reports,
         signatures=_signature_reports(ranks, hits, sigs),
         recipe_changes=changes,
-        timeline=_timeline(ranks, hits),
+        timeline=_timeline(ranks, hits, stopped_at=run.stopped_at),
         notes=tuple(notes),
     )
     return diagnosis.model_copy(update={"verdict": _verdict(diagnosis, root, ranks, sigs, roles)})
@@ -742,9 +775,13 @@ _MILESTONE_WORDS = {
 
 
 def _timeline(
-    ranks: Sequence[RankFacts], hits: Mapping[int, list[Hit]]
+    ranks: Sequence[RankFacts], hits: Mapping[int, list[Hit]], *, stopped_at: float | None = None
 ) -> tuple[TimelineEntry, ...]:
     entries: list[TimelineEntry] = []
+    if stopped_at is not None:
+        entries.append(
+            TimelineEntry(ts=stopped_at, rank=None, kind="milestone", what="`cluster stop` began")
+        )
     for r in ranks:
         for name, ev in r.markers.items():
             if name not in _MILESTONE_WORDS:
@@ -805,17 +842,26 @@ def _verdict(
             if ready
             else ""
         )
+        stopped = (
+            f" Then `cluster stop` stopped it at {_clock(d.source.stopped_at)}."
+            if d.source.stopped_at is not None
+            else ""
+        )
         return (
             f"Ready: the boot reached serving{said}. No failure signature matched in "
             f"{_plural(len(ranks), 'rank')}' logs ({total_lines} lines); warnings that healthy "
-            "boots print are not failures."
+            f"boots print are not failures.{stopped}"
         )
     if root is None:
+        why = (
+            f"`cluster stop` stopped it at {_clock(d.source.stopped_at)}, before that"
+            if d.source.stopped_at is not None
+            else "It may have been stopped, or it failed in a way no signature knows yet"
+        )
         return (
             f"No failure found: no signature matched in {_plural(len(ranks), 'rank')}' logs "
             f"({total_lines} lines) and no rank exited badly, but the boot did not reach serving. "
-            "It may have been stopped, or it failed in a way no signature knows yet: read the "
-            "last lines in the table."
+            f"{why}: read the last lines in the table."
         )
     facts = next((r for r in ranks if r.rank == root.rank), None)
     node = f" ({facts.node})" if facts is not None and facts.node else ""

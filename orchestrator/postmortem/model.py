@@ -71,7 +71,7 @@ class Hit(_Frozen):
 class ExitInfo(_Frozen):
     """How a rank's process ended, from exit.json / inspect.json / events (in that order)."""
 
-    status: str | None = None  # exited, running, created, dead, missing
+    status: str | None = None  # exited, running, created, dead, missing; stopped (by us)
     exit_code: int | None = None
     oom_killed: bool | None = None
     signal: str | None = None
@@ -114,6 +114,7 @@ class RunFacts(_Frozen):
     recipe_env: dict[str, str] = Field(default_factory=dict)
     created: float | None = None
     supervisor_verdict: dict[str, Any] | None = None
+    stopped_at: float | None = None  # when `cluster stop` began (events.jsonl), if it ran
     warnings: tuple[Evidence, ...] = ()  # the supervisor's warnings (events.jsonl), by rank
     notes: tuple[str, ...] = ()
 

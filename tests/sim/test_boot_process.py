@@ -21,6 +21,7 @@ from orchestrator.boot import BootOptions, boot
 from orchestrator.inventory import load_inventory
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
+from orchestrator.postmortem import postmortem_run
 from orchestrator.runctx import load_context
 from orchestrator.runstore import RunStore
 from orchestrator.status import live_view
@@ -96,6 +97,17 @@ async def test_the_built_in_cluster_boots_to_ready_keeps_every_log_and_leaves_ra
     view = await live_view(load_context(result.run))
     assert all(r.container_state == "missing" for r in view.ranks)  # stopped and removed
     assert (result.run.dir / "rank-3" / "full-stderr.log").stat().st_size > 0
+    # Stopping the ranks one after another makes the others print what a lost peer makes
+    # them print; the postmortem knows the stop did that, and the boot was ready.
+    diagnosis = postmortem_run(result.run)
+    assert diagnosis.category == "ready", diagnosis.verdict
+    assert "`cluster stop` stopped it at" in diagnosis.verdict
+    assert all(r.role == "ok" for r in diagnosis.ranks), [(r.rank, r.role) for r in diagnosis.ranks]
+    assert any("`cluster stop` began" in n for n in diagnosis.notes)
+    # Every rank's exit state was saved once it had stopped, before its removal.
+    for k in range(8):
+        state = json.loads((result.run.dir / f"rank-{k}" / "exit.json").read_text())
+        assert state["status"] != "running", (k, state)
 
 
 async def test_a_slow_rank_is_warned_about_before_the_barrier_closes_and_named_in_the_verdict(
@@ -116,6 +128,9 @@ async def test_a_slow_rank_is_warned_about_before_the_barrier_closes_and_named_i
         assert result.diagnosis.first_failing_rank == 5
     finally:
         await stop(result)
+    # A failure before an operator's stop is still the failure.
+    after_stop = postmortem_run(result.run)
+    assert (after_stop.category, after_stop.first_failing_rank) == ("load-barrier-timeout", 5)
 
 
 async def test_a_rank_crashing_with_a_real_signature_is_named_with_its_exit_code(

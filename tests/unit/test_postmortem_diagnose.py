@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.diagnose import diagnose, rank_list
-from orchestrator.postmortem.model import Diagnosis, Evidence, ExitInfo, RankFacts, RunFacts
+from orchestrator.postmortem.model import Diagnosis, Evidence, ExitInfo, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import load_signatures
 from orchestrator.runstore import Run
 from tests.engine_lines import by_id
@@ -280,3 +280,47 @@ def test_the_json_document_carries_the_schema_and_every_section(tmp_path: Path) 
 def test_evidence_round_trips_through_json() -> None:
     ev = Evidence(file="rank-0/stderr.log", line=3, text="x", ts=1.5, rank=0)
     assert Evidence.model_validate({k: v for k, v in ev.model_dump().items() if k != "time"}) == ev
+
+
+def _lost_peer(rank: int, ts: float) -> Hit:
+    return Hit(
+        signature="nccl-remote-process-exited",
+        category="rendezvous-network",
+        role="cascade",
+        evidence=Evidence(file=f"rank-{rank}/full-stderr.log", line=9, text="peer gone", ts=ts),
+    )
+
+
+def test_what_ranks_print_once_cluster_stop_began_is_the_stops_doing() -> None:
+    """Stopping ranks one after another makes the rest lose their peers, and say so."""
+    served = {"outcome": "READY"}
+    run = RUN.model_copy(update={"supervisor_verdict": served, "stopped_at": 500.0})
+    ranks = [
+        facts(0, phase="serving", exit=ExitInfo(status="exited", exit_code=143, finished_at=501.0))
+    ]
+    ranks += [
+        facts(k, phase="warming", hits=(_lost_peer(k, 500.4),), exit=ExitInfo(status="running"))
+        for k in range(1, 4)
+    ]
+    d = diagnose(run, ranks, SIGS)
+    assert d.category == "ready" and d.root_cause is None, d.verdict
+    assert "`cluster stop` stopped it at" in d.verdict
+    assert [r.role for r in d.ranks] == ["ok"] * 4
+    assert [r.status for r in d.ranks] == ["stopped"] * 4
+    assert any("3 failure lines printed after it" in n for n in d.notes)
+    assert any(e.what == "`cluster stop` began" for e in d.timeline)
+    # Without the stop's time, the same lines are a failure: the stop is what explains them.
+    assert (
+        diagnose(RUN.model_copy(update={"supervisor_verdict": served}), ranks, SIGS).category
+        != "ready"
+    )
+
+
+def test_a_failure_before_the_stop_is_still_the_failure() -> None:
+    run = RUN.model_copy(update={"stopped_at": 500.0})
+    ranks = [
+        facts(0, phase="loading", exit=ExitInfo(status="exited", exit_code=137, finished_at=50.0)),
+        facts(1, phase="loaded", hits=(_lost_peer(1, 60.0),), exit=ExitInfo(status="running")),
+    ]
+    d = diagnose(run, ranks, SIGS)
+    assert (d.category, d.first_failing_rank) == ("out-of-memory", 0)
