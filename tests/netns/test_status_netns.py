@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.postmortem import postmortem_run
+from orchestrator.runstore import Run
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import (
     RANKS,
@@ -306,7 +308,16 @@ def test_cluster_stop_removes_only_that_runs_containers_after_saving_every_ranks
         inspect = read_json(d / "inspect.json")
         assert inspect["Name"] == "/" + container_name(boot.id, k)
         assert inspect["Config"]["Labels"]["cluster.run"] == boot.id
-    assert any(e.get("kind") == "stopped" for e in boot.events())
+        # Saved again once stopped: Docker's real exit state, not "running" (143 or 137 for a
+        # rank the stop reached first, 1 for one that lost its peers before its turn came).
+        exit_state = read_json(d / "exit.json")
+        assert exit_state["status"] == "exited" and exit_state["exit_code"] is not None, k
+    [stopped] = [e for e in boot.events() if e.get("kind") == "stopped"]
+    assert isinstance(stopped["began"], float)
+    # The boot was READY; whatever the ranks printed as their peers vanished is the stop's.
+    diagnosis = postmortem_run(Run(boot.id, boot.run))
+    assert diagnosis.category == "ready", diagnosis.verdict
+    assert "`cluster stop` stopped it at" in diagnosis.verdict
     # Stopping again finds nothing to stop, says so, and keeps what the first stop saved.
     saved = {k: (boot.run / f"rank-{k}" / "full-stderr.log").read_bytes() for k in range(RANKS)}
     again = cluster(state_home, "stop", "-i", str(testbed.inventory), "--run", boot.id, "--yes")
