@@ -231,7 +231,9 @@ def _validate_hosts(walk: _Walk, where: str) -> tuple[list[Node], ClusterVars | 
 
         for key in ours:
             if key not in CLUSTER_VAR_NAMES:
-                hint = _suggest(key, CLUSTER_VAR_NAMES)
+                # `cluster_rnak`: a host variable given the cluster prefix by mistake.
+                bare = key.removeprefix("cluster_")
+                hint = _suggest(bare, HOST_VAR_NAMES) or _suggest(key, CLUSTER_VAR_NAMES)
                 walk.problems.append(
                     f"{loc}: key '{key}': unknown cluster variable{hint}"
                     f" (known: {', '.join(sorted(CLUSTER_VAR_NAMES))})"

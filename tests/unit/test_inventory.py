@@ -146,6 +146,10 @@ BAD = {
         "all:\n  vars: {cluster_nmae: x}\n  hosts:\n    a: {rank: 0, fabric_iface: e}\n",
         "key 'cluster_nmae': unknown cluster variable — did you mean 'cluster_name'?",
     ),
+    "host_var_with_the_cluster_prefix": (
+        "all:\n  hosts:\n    a: {cluster_rnak: 0, fabric_iface: e}\n",
+        "key 'cluster_rnak': unknown cluster variable — did you mean 'rank'?",
+    ),
     "misspelled_host_var": (
         "all:\n  hosts:\n    a: {rank: 0, fabric_iface: e, fabric_ifcae: e2}\n",
         "host 'a': key 'fabric_ifcae': unknown host variable — did you mean 'fabric_iface'?",
