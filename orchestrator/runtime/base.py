@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,7 +66,9 @@ class Runtime(Protocol):
         """Start detached; a rank that fails to start raises (nothing is removed)."""
         ...
 
-    def follow(self, spec: RankSpec, since: str | None) -> AsyncIterator[tuple[str, list[bytes]]]:
+    def follow(
+        self, spec: RankSpec, since: str | None
+    ) -> AsyncGenerator[tuple[str, list[bytes]], None]:
         """Yield (stream, raw lines) as `docker logs --timestamps` prints them, a batch at a
         time (each line ends in \\n), from `since` (an RFC 3339 timestamp, inclusive) on; ends
         when the rank has exited and all is read."""

@@ -8,8 +8,9 @@ carry the RFC 3339 timestamps that make resuming exact.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -84,7 +85,7 @@ class DockerRuntime:
 
     async def follow(
         self, spec: RankSpec, since: str | None
-    ) -> AsyncIterator[tuple[str, list[bytes]]]:
+    ) -> AsyncGenerator[tuple[str, list[bytes]], None]:
         argv = ["docker", "logs", "-f", "--timestamps"]
         if since:
             argv += ["--since", since]
@@ -93,10 +94,12 @@ class DockerRuntime:
         # on as read, a chunk's whole lines at a time, never decoded or re-joined here.
         partial = dict.fromkeys(STREAMS, b"")
         try:
-            async for stream, chunk in self._t(spec).stream_chunks(argv):
-                *lines, partial[stream] = (partial[stream] + chunk).split(b"\n")
-                if lines:
-                    yield stream.value, [line + b"\n" for line in lines]
+            # aclosing: a follower that stops ends `docker logs -f` now, not at collection.
+            async with contextlib.aclosing(self._t(spec).stream_chunks(argv)) as chunks:
+                async for stream, chunk in chunks:
+                    *lines, partial[stream] = (partial[stream] + chunk).split(b"\n")
+                    if lines:
+                        yield stream.value, [line + b"\n" for line in lines]
         except CommandFailed as exc:
             if "No such container" in exc.line():
                 return

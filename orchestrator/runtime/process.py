@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,7 @@ class ProcessRuntime:
 
     async def follow(
         self, spec: RankSpec, since: str | None
-    ) -> AsyncIterator[tuple[str, list[bytes]]]:
+    ) -> AsyncGenerator[tuple[str, list[bytes]], None]:
         out = self.rank_dir(spec)
         since_ns = timestamp_ns(since) if since else 0
         offsets = dict.fromkeys(STREAMS, 0)

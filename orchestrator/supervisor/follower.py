@@ -149,11 +149,14 @@ class Follower:
             try:
                 for cursor in self.cursors.values():
                     cursor.reopened = True
-                async for stream, raws in self.runtime.follow(self.spec, self.since()):
-                    self.accept(stream, raws)
-                    attempt = 0
-                    if stop.is_set():
-                        break
+                async with contextlib.aclosing(
+                    self.runtime.follow(self.spec, self.since())
+                ) as batches:
+                    async for stream, raws in batches:
+                        self.accept(stream, raws)
+                        attempt = 0
+                        if stop.is_set():
+                            break
                 state = await self.runtime.state(self.spec)
                 if not state.running:
                     return

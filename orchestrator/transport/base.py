@@ -8,7 +8,7 @@ argv lists; the SSH transport quotes them with `shlex.join`, never by interpolat
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -137,7 +137,7 @@ class Transport(Protocol):
         """Yield output lines as they arrive; the iterator ends when the command exits."""
         ...
 
-    def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
+    def stream_chunks(self, argv: Sequence[str]) -> AsyncGenerator[tuple[Stream, bytes], None]:
         """Yield (stream, bytes) as they are read, unsplit; for followers that batch lines."""
         ...
 

@@ -10,7 +10,7 @@ transport = FakeTransport(node, handler)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.errors import CommandFailed
@@ -82,7 +82,9 @@ class FakeTransport:
                 stderr=reply.stderr,
             )
 
-    async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
+    async def stream_chunks(
+        self, argv: Sequence[str]
+    ) -> AsyncGenerator[tuple[Stream, bytes], None]:
         await self.connect()
         argv = tuple(argv)
         self.calls.append(argv)

@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from orchestrator.errors import CommandFailed, CommandTimeout, NodeError
 from orchestrator.models.inventory import Node
@@ -122,7 +122,9 @@ class LocalTransport:
             async for line in lines:
                 yield line
 
-    async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
+    async def stream_chunks(
+        self, argv: Sequence[str]
+    ) -> AsyncGenerator[tuple[Stream, bytes], None]:
         argv = tuple(argv)
         try:
             proc = await self._spawn(argv, asyncio.subprocess.DEVNULL)

@@ -16,7 +16,7 @@ import os
 import shlex
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 
 import asyncssh
@@ -262,7 +262,9 @@ class SshTransport:
             async for line in lines:
                 yield line
 
-    async def stream_chunks(self, argv: Sequence[str]) -> AsyncIterator[tuple[Stream, bytes]]:
+    async def stream_chunks(
+        self, argv: Sequence[str]
+    ) -> AsyncGenerator[tuple[Stream, bytes], None]:
         argv = tuple(argv)
         conn = await self._connection()
         async with self._budget:
