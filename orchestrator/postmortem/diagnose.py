@@ -1,34 +1,29 @@
 """From facts to the answer: which rank failed first, why, who merely followed, what to change.
 
-Pure: `diagnose(run, ranks, signatures)` reads nothing and returns a `Diagnosis`.
-
-Blame runs on evidence strength before time, because clocks and print order lie in a cascade:
-
-3  a cause on the rank itself: a signature with role `cause` in its lines, or an exit state a
-   signature names (OOMKilled; exit 137 before anyone else failed; exit 127 a second after
-   start with nothing printed). Earliest wins among these.
-2  the straggler of SGLang's post-load barrier: the barrier ValueError is printed by the ranks
-   that FINISHED loading, so the blamed rank is the one that never printed `Load weight end`.
-1  a rank that failed with only symptoms (a traceback's first line, "see root cause above") or
-   only a bad exit code.
-0  nothing but consequences (NCCL watchdogs, lost peers): the rank that fell silent first, or
-   else the first to complain.
-
-Every other failed rank is a cascade (or failed the same way on its own: `also_on`). A boot with
-no failure evidence that reached serving is `ready`; one that simply stopped is `unknown`.
+Pure: `diagnose(run, ranks, signatures)` reads nothing and returns a `Diagnosis`. The evidence
+comes from each rank's log hits and its exit state (`exit_rules.py`); the first failing rank is
+the strongest candidate (`blame.py` says how strength is weighed). Every other failed rank is a
+cascade (or failed the same way on its own: `also_on`). A boot with no failure evidence that
+reached serving is `ready`; one that simply stopped is `unknown`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 
+from orchestrator.postmortem.blame import (
+    Candidate,
+    candidates,
+    cascade_reason,
+    from_consequences,
+    from_laggard,
+    from_supervisor,
+)
+from orchestrator.postmortem.exit_rules import earliest, exit_hits, failed_exit
 from orchestrator.postmortem.model import (
     PHASES,
     Diagnosis,
     Evidence,
-    ExitInfo,
     Hit,
     RankFacts,
     RankReport,
@@ -38,185 +33,13 @@ from orchestrator.postmortem.model import (
     SignatureReport,
     TimelineEntry,
 )
-from orchestrator.postmortem.signatures import CATEGORIES, Compiled, ExitRule, SignatureSet
+from orchestrator.postmortem.signatures import SignatureSet
+from orchestrator.postmortem.wording import clock, first_sentence, plural, rank_list, short
 
-SKEW_S = 1.0  # clocks of different nodes disagree by this much and it means nothing
-TOGETHER_S = 2.0  # exits this close together are one event (a stop), not a first death
-STOP_CODES = frozenset({137, 143})  # SIGKILL / SIGTERM: what `docker stop` leaves
+__all__ = ["diagnose", "rank_list", "render_change"]
+
 MAX_TIMELINE = 200
 EVIDENCE_PER_SIGNATURE = 8
-
-_OUTCOME_CATEGORY = {
-    "BARRIER_TIMEOUT": "load-barrier-timeout",
-    "IMAGE_FAILED": "image-unpack-race",
-    "NODE_LOST": "rendezvous-network",
-    "READY": "ready",
-}
-
-
-@dataclass
-class _Candidate:
-    rank: int
-    strength: int
-    ts: float | None
-    category: str
-    signature: str | None
-    title: str
-    confidence: str
-    reason: str
-    evidence: list[Evidence] = field(default_factory=list)
-    brief: bool = False  # the title already says when and where: no time/phase suffix
-
-    def key(self) -> tuple[int, float, int]:
-        return (-self.strength, self.ts if self.ts is not None else float("inf"), self.rank)
-
-
-# -- small helpers --------------------------------------------------------------------------------
-
-
-def rank_list(ranks: Iterable[int]) -> str:
-    """0, 1, 2, 4 -> '0-2, 4'."""
-    values = sorted(set(ranks))
-    parts: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ", ".join(parts)
-
-
-def _clock(ts: float | None) -> str:
-    if ts is None:
-        return "an unknown time"
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S UTC")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _first_sentence(text: str) -> str:
-    text = " ".join(text.split())
-    end = text.find(". ")
-    return text if end < 0 else text[: end + 1]
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _failed_exit(facts: RankFacts) -> bool:
-    """A non-zero exit that is not simply the stop of a rank that was serving."""
-    ex = facts.exit
-    if ex is None:
-        return False
-    if ex.oom_killed:
-        return True
-    if ex.exit_code in (None, 0):
-        return ex.status == "dead" or (ex.status == "created" and bool(ex.error))
-    return not (facts.phase == "serving" and ex.exit_code in STOP_CODES)
-
-
-def _earliest(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return min(known) if known else None
-
-
-# -- exit rules ------------------------------------------------------------------------------------
-
-
-def _exit_evidence(facts: RankFacts) -> Evidence:
-    ex = facts.exit or ExitInfo()
-    file, _, line = ex.source.rpartition(":")
-    parts = [f"status={ex.status}" if ex.status else "", f"exit_code={ex.exit_code}"]
-    if ex.oom_killed is not None:
-        parts.append(f"oom_killed={'true' if ex.oom_killed else 'false'}")
-    if ex.started_at is not None and ex.finished_at is not None:
-        parts.append(f"ran {ex.finished_at - ex.started_at:.1f} s")
-    if ex.error:
-        parts.append(f"error={_short(ex.error, 200)}")
-    return Evidence(
-        file=file or "exit.json",
-        line=int(line) if line.isdigit() else 1,
-        text=" ".join(p for p in parts if p),
-        ts=ex.finished_at,
-        rank=facts.rank,
-    )
-
-
-def _rule_holds(
-    rule: ExitRule,
-    facts: RankFacts,
-    others: Sequence[RankFacts],
-    log_fail: Mapping[int, float | None],
-    interrupted: bool,
-) -> bool:
-    ex = facts.exit
-    if ex is None:
-        return False
-    if rule.oom_killed is not None and ex.oom_killed is not rule.oom_killed:
-        return False
-    # Code, timing and silence rules never blame a rank that served, or a stopped boot.
-    if rule.oom_killed is None and (facts.phase == "serving" or interrupted):
-        return False
-    if rule.codes and ex.exit_code not in rule.codes:
-        return False
-    if rule.silent and facts.lines > 0:
-        return False
-    if rule.within_s is not None:
-        started = ex.started_at if ex.started_at is not None else None
-        if started is None and facts.first_line is not None:
-            started = facts.first_line.ts
-        if started is None or ex.finished_at is None:
-            return False
-        if ex.finished_at - started > rule.within_s:
-            return False
-    if rule.first:
-        f = ex.finished_at
-        if f is None:
-            return False
-        for o in others:
-            seen = log_fail.get(o.rank)
-            if seen is not None and seen < f - SKEW_S:
-                return False
-            ox = o.exit
-            if (
-                ox is not None
-                and ox.finished_at is not None
-                and _failed_exit(o)
-                and ox.finished_at < f + TOGETHER_S
-            ):
-                return False
-    return True
-
-
-def _exit_hits(
-    facts: RankFacts,
-    ranks: Sequence[RankFacts],
-    sigs: SignatureSet,
-    log_fail: Mapping[int, float | None],
-    interrupted: bool,
-) -> list[Hit]:
-    if facts.exit is None:
-        return []
-    others = [o for o in ranks if o.rank != facts.rank]
-    hits: list[Hit] = []
-    for c in sigs:
-        if any(_rule_holds(r, facts, others, log_fail, interrupted) for r in c.sig.exit):
-            hits.append(
-                Hit(
-                    signature=c.id,
-                    category=c.sig.category,
-                    role=c.sig.role,
-                    evidence=_exit_evidence(facts),
-                    via="exit",
-                )
-            )
-    return hits
 
 
 # -- the diagnosis ---------------------------------------------------------------------------------
@@ -253,11 +76,11 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
 
     # Failure evidence in the words of each rank, and when it started.
     log_fail: dict[int, float | None] = {
-        r.rank: _earliest(h.evidence.ts for h in r.hits) for r in ranks
+        r.rank: earliest(h.evidence.ts for h in r.hits) for r in ranks
     }
     hits: dict[int, list[Hit]] = {}
     for r in ranks:
-        found = list(r.hits) + _exit_hits(r, ranks, sigs, log_fail, interrupted)
+        found = list(r.hits) + exit_hits(r, ranks, sigs, log_fail, interrupted)
         found.sort(
             key=lambda h: (
                 h.evidence.ts is None,
@@ -267,28 +90,28 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             )
         )
         hits[r.rank] = found
-    failed = {r.rank for r in ranks if hits[r.rank] or _failed_exit(r)}
+    failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r)}
 
-    candidates = _candidates(ranks, hits, sigs, failed)
-    root = min(candidates, key=lambda c: c.key()) if candidates else None
+    suspects = candidates(ranks, hits, sigs, failed)
+    root = min(suspects, key=lambda c: c.key()) if suspects else None
     if root is None and failed:
-        root = _from_consequences(ranks, hits, sigs, failed)
+        root = from_consequences(ranks, hits, sigs, failed)
     ready = not failed and (
         any(r.phase == "serving" for r in ranks) or str(verdict.get("outcome")) == "READY"
     )
     notes = list(run.notes)
     if run.stopped_at is not None:
         notes.append(
-            f"`cluster stop` began at {_clock(run.stopped_at)}"
+            f"`cluster stop` began at {clock(run.stopped_at)}"
             + (
-                f"; {_plural(set_aside, 'failure line')} printed after it (ranks losing their "
+                f"; {plural(set_aside, 'failure line')} printed after it (ranks losing their "
                 "peers as they were stopped) were set aside"
                 if set_aside
                 else ""
             )
         )
     if root is None and not ready:
-        root = _from_laggard(run, ranks) or _from_supervisor(verdict, by_rank)
+        root = from_laggard(run, ranks) or from_supervisor(verdict, by_rank)
         if root is None and ranks:
             furthest = max((r.phase for r in ranks), key=PHASES.index)
             notes.append(
@@ -307,7 +130,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     if root is not None:
         roles[root.rank] = "root-cause"
         reasons[root.rank] = root.reason
-        for c in candidates:
+        for c in suspects:
             if c.rank == root.rank or c.rank in roles:
                 continue
             if c.strength >= 2 and c.signature == root.signature:
@@ -322,7 +145,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             continue
         if r.rank in failed:
             roles[r.rank] = "cascade"
-            reasons[r.rank] = _cascade_reason(r, hits[r.rank], sigs, root)
+            reasons[r.rank] = cascade_reason(r, hits[r.rank], sigs, root)
         elif r.lines == 0 and r.exit is None:
             roles[r.rank] = "unknown"
             reasons[r.rank] = "no log and no exit state"
@@ -390,283 +213,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     return diagnosis.model_copy(update={"verdict": _verdict(diagnosis, root, ranks, sigs, roles)})
 
 
-def _candidates(
-    ranks: Sequence[RankFacts],
-    hits: Mapping[int, list[Hit]],
-    sigs: SignatureSet,
-    failed: set[int],
-) -> list[_Candidate]:
-    out: list[_Candidate] = []
-    causes: dict[int, _Candidate] = {}
-    for r in ranks:
-        own = [h for h in hits[r.rank] if h.role == "cause"]
-        if not own:
-            continue
-        # the first cause; an OOM kill outranks whatever the dying process printed after it
-        first = own[0]
-        oom = [h for h in own if h.via == "exit" and h.category == "out-of-memory"]
-        if oom and r.exit is not None and r.exit.oom_killed:
-            first = oom[0]
-        c = sigs.by_id[first.signature]
-        confidence = "high" if first.via == "log" or (r.exit and r.exit.oom_killed) else "medium"
-        cand = _Candidate(
-            rank=r.rank,
-            strength=2 if c.sig.waits else 3,
-            ts=_earliest(h.evidence.ts for h in own),
-            category=c.sig.category,
-            signature=c.id,
-            title=c.sig.title,
-            confidence=confidence,
-            reason=_cause_reason(r, first, c),
-            evidence=[h.evidence for h in own if h.signature == first.signature][:3]
-            + [h.evidence for h in own if h.signature != first.signature][:2],
-        )
-        causes[r.rank] = cand
-        out.append(cand)
-
-    # The post-load barrier: it blames the ranks that did not finish loading.
-    barrier = [(r.rank, h) for r in ranks for h in hits[r.rank] if h.role == "barrier"]
-    if barrier:
-        printers = {k for k, _ in barrier}
-        c = sigs.by_id[barrier[0][1].signature]
-        fired = _earliest(h.evidence.ts for _, h in barrier)
-        stragglers = [
-            r
-            for r in ranks
-            if r.rank not in printers and "load_end" not in r.markers and r.phase != "serving"
-        ]
-        if not stragglers:
-            stragglers = [r for r in ranks if r.rank not in printers]
-        for s in stragglers:
-            if s.rank in causes:
-                causes[s.rank].reason += (
-                    f"; it had not finished loading when the post-load barrier expired "
-                    f"(ranks {rank_list(printers)} had)"
-                )
-                continue
-            out.append(
-                _Candidate(
-                    rank=s.rank,
-                    strength=2,
-                    ts=fired,
-                    category=c.sig.category,
-                    signature=c.id,
-                    title="it was still loading when SGLang's post-load barrier expired",
-                    confidence="medium",
-                    reason=_straggler_reason(s, printers, fired),
-                    evidence=[barrier[0][1].evidence] + ([s.last_line] if s.last_line else []),
-                )
-            )
-
-    # Failed with symptoms only, or only a bad exit.
-    blamed = {c.rank for c in out}
-    for r in ranks:
-        if r.rank in blamed or r.rank not in failed:
-            continue
-        own = hits[r.rank]
-        if any(h.role in ("cascade", "barrier") for h in own):
-            continue
-        symptoms = [h for h in own if h.role == "symptom"]
-        if symptoms:
-            c = sigs.by_id[symptoms[0].signature]
-            out.append(
-                _Candidate(
-                    rank=r.rank,
-                    strength=1,
-                    ts=symptoms[0].evidence.ts,
-                    category="unknown",
-                    signature=c.id,
-                    title=c.sig.title,
-                    confidence="low",
-                    reason=f"{c.sig.title}; no signature names the cause "
-                    f"(read {symptoms[0].evidence.where} and the lines before it)",
-                    evidence=[h.evidence for h in symptoms][:3]
-                    + ([r.last_line] if r.last_line else []),
-                )
-            )
-        elif r.exit is not None:
-            out.append(
-                _Candidate(
-                    rank=r.rank,
-                    strength=1,
-                    ts=r.exit.finished_at,
-                    category="unknown",
-                    signature=None,
-                    title=f"exited with code {r.exit.exit_code}",
-                    confidence="low",
-                    reason=f"exited with code {r.exit.exit_code} without a recognised error "
-                    f"(last line: {_short(r.last_line.text) if r.last_line else 'none'})",
-                    evidence=[_exit_evidence(r)] + ([r.last_line] if r.last_line else []),
-                )
-            )
-    return out
-
-
-def _from_consequences(
-    ranks: Sequence[RankFacts],
-    hits: Mapping[int, list[Hit]],
-    sigs: SignatureSet,
-    failed: set[int],
-) -> _Candidate | None:
-    """Only echoes of a failure: blame the rank that fell silent first, else the first echo."""
-    echoes = [(r.rank, h) for r in ranks for h in hits[r.rank] if h.role in ("cascade", "barrier")]
-    if not echoes:
-        return None
-    echoes.sort(key=lambda kh: (kh[1].evidence.ts is None, kh[1].evidence.ts or 0.0))
-    first_rank, first_hit = echoes[0]
-    c = sigs.by_id[first_hit.signature]
-    began = first_hit.evidence.ts
-    complainers = {k for k, _ in echoes}
-    silent = []
-    for r in ranks:
-        if r.rank in complainers:
-            continue
-        last = r.last_line.ts if r.last_line else None
-        if r.lines == 0 or last is None or began is None or last <= began:
-            silent.append((last if last is not None else float("-inf"), r))
-    if silent:
-        silent.sort(key=lambda lr: (lr[0], lr[1].rank))
-        r = silent[0][1]
-        said = (
-            f"its last line was at {_clock(r.last_line.ts)}"
-            if r.last_line
-            else "it printed nothing"
-        )
-        return _Candidate(
-            rank=r.rank,
-            strength=0,
-            ts=r.last_line.ts if r.last_line else None,
-            category=c.sig.category,
-            signature=None,
-            title=f"went silent while the others reported a lost peer ({c.sig.title})",
-            confidence="low",
-            reason=f"rank {r.rank} fell silent and printed no error of its own ({said}); the "
-            f"other ranks report it ({c.sig.title}): a peer stopped",
-            evidence=([r.last_line] if r.last_line else []) + [first_hit.evidence],
-        )
-    return _Candidate(
-        rank=first_rank,
-        strength=0,
-        ts=began,
-        category=c.sig.category,
-        signature=c.id,
-        title=c.sig.title,
-        confidence="low",
-        reason=f"only consequences were found; rank {first_rank} reported first: {c.sig.title}",
-        evidence=[first_hit.evidence],
-    )
-
-
-def _from_laggard(run: RunFacts, ranks: Sequence[RankFacts]) -> _Candidate | None:
-    """No failure anywhere, yet no rank serves: the rank left behind while the others moved on.
-
-    The boot was stopped (a ready timeout, an operator) while one rank was still loading and the
-    rest had loaded: the straggler a barrier would have blamed.
-    """
-    if len(ranks) < 2:
-        return None
-    order = {r.rank: PHASES.index(r.phase) for r in ranks}
-    ahead = max(order.values())
-    if ahead < PHASES.index("loaded"):
-        return None
-    behind = [r for r in ranks if order[r.rank] < PHASES.index("loaded")]
-    if not behind or len(behind) == len(ranks):
-        return None
-    verdict_rank = (run.supervisor_verdict or {}).get("rank")
-    behind.sort(key=lambda r: (order[r.rank], r.rank != verdict_rank, r.rank))
-    r = behind[0]
-    others = [x.rank for x in ranks if order[x.rank] >= PHASES.index("loaded")]
-    engine = run.engine or r.engine
-    category = "load-barrier-timeout" if engine != "vllm" else "watchdog-timeout"
-    where = f"last line: {_short(r.last_line.text)}" if r.last_line else "it printed nothing"
-    return _Candidate(
-        rank=r.rank,
-        strength=0,
-        ts=r.last_line.ts if r.last_line else None,
-        category=category,
-        signature=None,
-        title=f"it was still {r.phase} when the boot stopped; ranks {rank_list(others)} had loaded",
-        confidence="low",
-        reason=f"no error was printed, but rank {r.rank} fell behind (reached {r.phase}; {where})",
-        evidence=[r.last_line] if r.last_line else [],
-        brief=True,
-    )
-
-
-def _from_supervisor(
-    verdict: Mapping[str, object], by_rank: Mapping[int, RankFacts]
-) -> _Candidate | None:
-    """No evidence in the logs: fall back on the supervisor's own verdict, marked as such."""
-    if not verdict:
-        return None
-    category = verdict.get("category")
-    if not isinstance(category, str) or category not in CATEGORIES:
-        category = _OUTCOME_CATEGORY.get(str(verdict.get("outcome", "")).upper(), "unknown")
-    if category in ("ready", "unknown"):
-        return None
-    rank = verdict.get("rank")
-    if not isinstance(rank, int):
-        return None
-    summary = str(verdict.get("summary") or verdict.get("message") or verdict.get("outcome"))
-    facts = by_rank.get(rank)
-    return _Candidate(
-        rank=rank,
-        strength=0,
-        ts=None,
-        category=category,
-        signature=None,
-        title=f"the supervisor's verdict: {summary}",
-        confidence="low",
-        reason=f"no log line explains it; the supervisor concluded: {_short(summary, 200)}",
-        evidence=[facts.last_line] if facts and facts.last_line else [],
-    )
-
-
-# -- words -----------------------------------------------------------------------------------------
-
-
-def _cause_reason(r: RankFacts, hit: Hit, c: Compiled) -> str:
-    if hit.via == "exit" and r.exit is not None:
-        ex = r.exit
-        state = "OOMKilled" if ex.oom_killed else f"exit code {ex.exit_code}"
-        if ex.oom_killed and ex.exit_code is not None:
-            state += f", exit code {ex.exit_code}"
-        said = f"; last line: {_short(r.last_line.text)}" if r.last_line else "; it printed nothing"
-        return f"{c.sig.title} ({state}, in phase {r.phase}){said}"
-    return f"{c.sig.title}: {_short(hit.evidence.text)} ({hit.evidence.where})"
-
-
-def _straggler_reason(s: RankFacts, printers: set[int], fired: float | None) -> str:
-    where = f"last line: {_short(s.last_line.text)}" if s.last_line else "it printed nothing"
-    return (
-        f"it never finished loading (reached {s.phase}; {where}); ranks {rank_list(printers)} "
-        f"finished and the post-load barrier expired at {_clock(fired)}"
-    )
-
-
-def _cascade_reason(
-    r: RankFacts, own: Sequence[Hit], sigs: SignatureSet, root: _Candidate | None
-) -> str:
-    after = f" after rank {root.rank} failed" if root is not None else ""
-    barrier = [h for h in own if h.role == "barrier"]
-    if barrier:
-        waited = f" waiting for rank {root.rank}" if root is not None else ""
-        return f"finished loading; the post-load barrier expired{waited}"
-    echo = [h for h in own if h.role == "cascade"]
-    if echo:
-        return f"{sigs.by_id[echo[0].signature].sig.title}{after}"
-    symptoms = [h for h in own if h.role == "symptom"]
-    if symptoms:
-        return f"{sigs.by_id[symptoms[0].signature].sig.title}{after}"
-    if own:
-        return f"{sigs.by_id[own[0].signature].sig.title}{after}"
-    code = r.exit.exit_code if r.exit else None
-    return f"exited with code {code}{after}"
-
-
-def _changes(
-    root: _Candidate | None, run: RunFacts, sigs: SignatureSet
-) -> tuple[RecipeChange, ...]:
+def _changes(root: Candidate | None, run: RunFacts, sigs: SignatureSet) -> tuple[RecipeChange, ...]:
     if root is None or root.signature is None:
         return ()
     c = sigs.by_id[root.signature]
@@ -825,7 +372,7 @@ def _timeline(
 
 def _verdict(
     d: Diagnosis,
-    root: _Candidate | None,
+    root: Candidate | None,
     ranks: Sequence[RankFacts],
     sigs: SignatureSet,
     roles: Mapping[int, str],
@@ -838,44 +385,42 @@ def _verdict(
             default=None,
         )
         said = (
-            f' (rank {ready.rank}: "{_short(ready.text, 90)}" at {_clock(ready.ts)})'
-            if ready
-            else ""
+            f' (rank {ready.rank}: "{short(ready.text, 90)}" at {clock(ready.ts)})' if ready else ""
         )
         stopped = (
-            f" Then `cluster stop` stopped it at {_clock(d.source.stopped_at)}."
+            f" Then `cluster stop` stopped it at {clock(d.source.stopped_at)}."
             if d.source.stopped_at is not None
             else ""
         )
         return (
             f"Ready: the boot reached serving{said}. No failure signature matched in "
-            f"{_plural(len(ranks), 'rank')}' logs ({total_lines} lines); warnings that healthy "
+            f"{plural(len(ranks), 'rank')}' logs ({total_lines} lines); warnings that healthy "
             f"boots print are not failures.{stopped}"
         )
     if root is None:
         why = (
-            f"`cluster stop` stopped it at {_clock(d.source.stopped_at)}, before that"
+            f"`cluster stop` stopped it at {clock(d.source.stopped_at)}, before that"
             if d.source.stopped_at is not None
             else "It may have been stopped, or it failed in a way no signature knows yet"
         )
         return (
-            f"No failure found: no signature matched in {_plural(len(ranks), 'rank')}' logs "
+            f"No failure found: no signature matched in {plural(len(ranks), 'rank')}' logs "
             f"({total_lines} lines) and no rank exited badly, but the boot did not reach serving. "
             f"{why}: read the last lines in the table."
         )
     facts = next((r for r in ranks if r.rank == root.rank), None)
     node = f" ({facts.node})" if facts is not None and facts.node else ""
-    when = "" if root.brief or root.ts is None else f", at {_clock(root.ts)}"
+    when = "" if root.brief or root.ts is None else f", at {clock(root.ts)}"
     phase = ""
     if not root.brief and facts is not None and facts.phase != "pending" and root.strength != 2:
         phase = f", while {facts.phase}"
     parts = [f"Rank {root.rank}{node} failed first: {root.title}{when}{phase}."]
     if root.signature is not None and root.confidence != "low":
-        parts.append(_first_sentence(sigs.by_id[root.signature].sig.meaning))
+        parts.append(first_sentence(sigs.by_id[root.signature].sig.meaning))
     warned = [w for w in d.source.warnings if w.rank == root.rank]
     if warned:
-        said = _short(warned[0].text, 220).rstrip(".")
-        parts.append(f"The supervisor warned at {_clock(warned[0].ts)}: {said}.")
+        said = short(warned[0].text, 220).rstrip(".")
+        parts.append(f"The supervisor warned at {clock(warned[0].ts)}: {said}.")
     same = sorted(k for k, role in roles.items() if role == "same-cause")
     if same:
         parts.append(f"Rank{'s' if len(same) > 1 else ''} {rank_list(same)} failed the same way.")
@@ -904,7 +449,7 @@ def _verdict(
         rendered = [render_change(ch, recipe_known=known) for ch in d.recipe_changes[:3]]
         parts.append("Change: " + "; ".join(rendered) + ".")
     elif root.signature is not None:
-        parts.append("What to do: " + _first_sentence(sigs.by_id[root.signature].sig.remedy))
+        parts.append("What to do: " + first_sentence(sigs.by_id[root.signature].sig.remedy))
     if root.confidence == "low":
         parts.append(f"Confidence is low: {root.reason}.")
     return " ".join(parts)
