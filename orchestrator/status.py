@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
@@ -84,6 +85,16 @@ def _probe(url: str) -> float | None:
         return None
 
 
+def _stopped_at(ctx: RunContext) -> float | None:
+    """When `cluster stop` first began on this run (its event), or None."""
+    began = [
+        float(ev.get("began") or ev.get("ts") or 0)
+        for ev in ctx.run.events()
+        if ev.get("kind") == "stopped"
+    ]
+    return min((t for t in began if t > 0), default=None)
+
+
 async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:
     runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
     try:
@@ -121,7 +132,13 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
             )
     verdict = read_json(ctx.run.dir / "verdict.json") or {}
     phase = "booting"
-    if verdict.get("outcome") == "READY" or state.rank(0).phase.value == "serving":
+    stopped_at = _stopped_at(ctx)
+    if stopped_at is not None and not any(v in ("running", "unreachable") for v in states.values()):
+        # Nothing left to ask: the run ended at `cluster stop`, whatever it had reached.
+        when = datetime.fromtimestamp(stopped_at, UTC).strftime("%H:%M:%S UTC")
+        after = " after READY" if verdict.get("outcome") == "READY" else ""
+        phase = f"stopped{after} (`cluster stop` at {when})"
+    elif verdict.get("outcome") == "READY" or state.rank(0).phase.value == "serving":
         latency = await asyncio.to_thread(_probe, ctx.ready_url)
         if latency is not None:
             state = reduce(state, HeadReady(ts=now, latency_s=latency))

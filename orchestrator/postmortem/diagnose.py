@@ -151,7 +151,11 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             reasons[r.rank] = "no log and no exit state"
         else:
             roles[r.rank] = "ok"
-            reasons[r.rank] = f"no failure; reached {r.phase}"
+            reasons[r.rank] = f"no failure; reached {r.phase}" + (
+                ", then served in the head's group (a worker prints nothing more)"
+                if ready and r.phase in ("loaded", "warming")
+                else ""
+            )
     cascade = tuple(r.rank for r in ranks if roles[r.rank] == "cascade")
 
     if ready:

@@ -246,6 +246,12 @@ def reduce(state: BootState, event: Event) -> BootState:
     elif isinstance(event, HeadReady):
         extra.update(head_ready_at=state.head_ready_at or event.ts, head_latency_s=event.latency_s)
     ranks = state.ranks
+    if isinstance(event, HeadReady):
+        # The head serves only once every rank of its group is in: a worker that loaded serves
+        # with it, though it prints nothing more (SGLang's TP>0 ranks, vLLM's headless workers).
+        ranks = tuple(
+            replace(x, phase=RankPhase.serving) if x.phase.finished_loading else x for x in ranks
+        )
     if new is not None and r is not None:
         ranks = (*ranks[: r.rank], new, *ranks[r.rank + 1 :])
     return replace(

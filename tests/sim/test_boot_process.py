@@ -91,11 +91,13 @@ async def test_the_built_in_cluster_boots_to_ready_keeps_every_log_and_leaves_ra
         assert len(view.ranks) == 8
         assert all(r.container_state == "running" for r in view.ranks)
         assert view.phase == "ready"
+        assert all(r.phase == "serving" for r in view.ranks)  # workers serve in the head's group
         assert not warnings(run.dir)  # a healthy boot raises no warning
     finally:
         await stop(result)
     view = await live_view(load_context(result.run))
     assert all(r.container_state == "missing" for r in view.ranks)  # stopped and removed
+    assert view.phase.startswith("stopped after READY (`cluster stop` at "), view.phase
     assert (result.run.dir / "rank-3" / "full-stderr.log").stat().st_size > 0
     # Stopping the ranks one after another makes the others print what a lost peer makes
     # them print; the postmortem knows the stop did that, and the boot was ready.
@@ -103,6 +105,7 @@ async def test_the_built_in_cluster_boots_to_ready_keeps_every_log_and_leaves_ra
     assert diagnosis.category == "ready", diagnosis.verdict
     assert "`cluster stop` stopped it at" in diagnosis.verdict
     assert all(r.role == "ok" for r in diagnosis.ranks), [(r.rank, r.role) for r in diagnosis.ranks]
+    assert all("served in the head's group" in r.reason for r in diagnosis.ranks[1:])
     assert any("`cluster stop` began" in n for n in diagnosis.notes)
     # Every rank's exit state was saved once it had stopped, before its removal.
     for k in range(8):

@@ -97,6 +97,9 @@ def test_a_healthy_boot_from_the_seeds_lines_claims_no_failure(tmp_path: Path) -
     assert d.root_cause is None and d.first_error is None and d.signatures == ()
     assert {r.role for r in d.ranks} == {"ok"}
     assert d.verdict.startswith("Ready")
+    # Workers print nothing once the head serves; their rows say they served with it.
+    workers = [r for r in d.ranks if r.last_phase in ("loaded", "warming")]
+    assert workers and all("served in the head's group" in r.reason for r in workers)
 
 
 def test_the_lazy_unpack_death_is_read_from_dockers_state_error(tmp_path: Path) -> None:

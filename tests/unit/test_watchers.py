@@ -194,6 +194,16 @@ def test_ready_needs_every_rank_loaded_and_the_head_answering():
     assert is_ready(b.state)
 
 
+def test_once_the_head_serves_every_rank_that_loaded_serves_with_it_and_no_other_moves():
+    b = Boot()
+    b.read([200, 200, 200, 0], 60)  # rank 3 never finishes loading
+    b.log(1, "Capture cuda graph begin.")  # warming
+    b.fold(RankExited(ts=b.now, rank=2, exit_code=1))
+    b.fold(HeadReady(ts=b.now, latency_s=0.01))
+    phases = [r.phase for r in b.state.ranks]
+    assert phases == [RankPhase.serving, RankPhase.serving, RankPhase.exited, RankPhase.loading]
+
+
 def test_no_code_path_writes_drop_caches():
     from pathlib import Path
 
