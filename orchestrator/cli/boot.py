@@ -23,6 +23,7 @@ from orchestrator.errors import BootFailed, ExitCode
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.report import render_rich
 from orchestrator.runstore import Run
+from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.view import BootView, render_table
 from orchestrator.transport import ConnectOptions
 
@@ -36,6 +37,8 @@ class LiveUI:
         self.steps: list[str] = []
         self.last: BootView | None = None
         self.printed_warnings = 0
+        # Not a terminal (a log file, nohup, --detach): a plain progress line now and then.
+        self.plain = PlainProgress() if live is None else None
 
     def step(self, name: str, detail: str = "") -> None:
         line = f"[bold]{name}[/] {detail}".rstrip()
@@ -52,6 +55,8 @@ class LiveUI:
         self.printed_warnings = len(view.warnings)
         if self.live is not None:
             self.live.update(render_table(view))
+        elif self.plain is not None and (line := self.plain.due(view)) is not None:
+            err_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_outcome(result: BootResult) -> None:

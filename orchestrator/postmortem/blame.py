@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from orchestrator.postmortem.exit_rules import earliest, exit_evidence
 from orchestrator.postmortem.model import PHASES, Evidence, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import CATEGORIES, Compiled, SignatureSet
-from orchestrator.postmortem.wording import clock, rank_list, short
+from orchestrator.wording import clock, rank_list, short
 
 OUTCOME_CATEGORY = {
     "BARRIER_TIMEOUT": "load-barrier-timeout",

@@ -34,7 +34,7 @@ from orchestrator.postmortem.model import (
     TimelineEntry,
 )
 from orchestrator.postmortem.signatures import SignatureSet
-from orchestrator.postmortem.wording import clock, first_sentence, plural, rank_list, short
+from orchestrator.wording import clock, first_sentence, plural, rank_list, short
 
 __all__ = ["diagnose", "rank_list", "render_change"]
 

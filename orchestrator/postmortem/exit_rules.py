@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.postmortem.model import Evidence, ExitInfo, Hit, RankFacts
 from orchestrator.postmortem.signatures import ExitRule, SignatureSet
-from orchestrator.postmortem.wording import short
+from orchestrator.wording import short
 
 SKEW_S = 1.0  # clocks of different nodes disagree by this much and it means nothing
 TOGETHER_S = 2.0  # exits this close together are one event (a stop), not a first death

@@ -1,4 +1,4 @@
-"""Words the postmortem uses everywhere: rank ranges, clock times, plurals, short quotes."""
+"""Words every report uses: rank ranges, clock times, plurals, short quotes."""
 
 from __future__ import annotations
 
