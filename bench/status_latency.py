@@ -13,6 +13,8 @@ Brings the netns testbed up (root; run it under `flock /run/cluster-testbed.lock
 each as an in-process call (`load_context` + `current_view`, what the CLI does after its
 imports) and as the whole CLI in a fresh process (`python -m orchestrator.cli status --json`),
 plus the CLI's bare start-up (`--help`) for reference. Target: under 1 s. Medians are printed.
+Last, the live call asking 1 node against asking all 8: the ratio says how much of the live
+source's time is the nodes sharing this machine's cores (on Sparks each has its own).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -36,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.runctx import load_context  # noqa: E402
 from orchestrator.runstore import RunStore  # noqa: E402
-from orchestrator.status import current_view  # noqa: E402
+from orchestrator.status import current_view, live_view  # noqa: E402
 from tests.netns.testbed import TEST_IMAGE, Testbed  # noqa: E402
 
 RECIPE = "mistral-large4-8x-sglang"
@@ -48,6 +51,15 @@ def in_process(runs: Path, run_id: str) -> tuple[float, dict[str, Any]]:
     ctx = load_context(RunStore(runs).open(run_id))
     view = asyncio.run(current_view(ctx))
     return time.monotonic() - started, view.model_dump(mode="json")
+
+
+def in_process_nodes(runs: Path, run_id: str, nodes: int) -> float:
+    """A live view that asks only the first `nodes` ranks' nodes (the rest from their logs)."""
+    started = time.monotonic()
+    ctx = load_context(RunStore(runs).open(run_id))
+    ctx = dataclasses.replace(ctx, specs=ctx.specs[:nodes])
+    asyncio.run(live_view(ctx))
+    return time.monotonic() - started
 
 
 def whole_cli(env: dict[str, str], inventory: Path, run_id: str) -> tuple[float, dict[str, Any]]:
@@ -152,6 +164,12 @@ def main() -> None:
             os.killpg(boot.pid, signal.SIGKILL)  # the controller dies; the ranks keep loading
             boot.wait(timeout=10)
             results.append(measure("live", args.repeat, env, runs, tb.inventory, run.name))
+            # The same live call asking one node, then all eight, alternated: on real Sparks
+            # each node answers on its own CPUs; here all eight share this machine's.
+            by_nodes: dict[int, list[float]] = {1: [], 8: []}
+            for _ in range(args.repeat):
+                for n in (1, 8):
+                    by_nodes[n].append(in_process_nodes(runs, run.name, n))
             if args.profile:
                 import cProfile
 
@@ -170,7 +188,7 @@ def main() -> None:
                     tb.docker(nd, "rm", "-f", *ids.stdout.split(), check=False)
         tb.down()
     if args.json:
-        print(json.dumps({"bare_cli_s": bare, "results": results}, indent=2))
+        print(json.dumps({"bare_cli_s": bare, "results": results, "live_by_nodes_s": by_nodes}))
         return
     med = statistics.median
     print(
@@ -187,6 +205,12 @@ def main() -> None:
             f"({min(calls):.3f}-{max(calls):.3f}); whole CLI: {med(clis):.2f} s "
             f"({min(clis):.2f}-{max(clis):.2f}); phases {', '.join(r['phases'])}"
         )
+
+    one, eight = med(by_nodes[1]), med(by_nodes[8])
+    print(
+        f"  live in-process asking 1 node: {one:.3f} s, asking 8: {eight:.3f} s; "
+        f"8 nodes / 1 node = {eight / one:.2f}x"
+    )
 
 
 if __name__ == "__main__":
