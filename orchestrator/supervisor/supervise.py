@@ -194,7 +194,9 @@ class Supervisor:
                 self.warned.add(key)
                 self.warnings.append(f)
                 self.run_dir.append_event({"kind": "warning", **f.model_dump(mode="json")})
-                log.warning(f.message, advice=f.advice)
+                # People see it from the view (the boot's UI prints each warning once, with
+                # its advice); programs read events.jsonl. At warning level it printed twice.
+                log.info("watcher warning", message=f.message, advice=f.advice)
         if is_ready(self.state):
             return Finding(
                 watcher="ready",
