@@ -13,21 +13,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from orchestrator.supervisor.view import BootView, RankRow
+from orchestrator.models.run import RankPhase
+from orchestrator.supervisor.view import BootView, RankRow, duration_text
 from orchestrator.wording import rank_list
 
 EVERY_S = 30.0
-_ORDER = (
-    "pending",
-    "starting",
-    "initializing",
-    "loading",
-    "loaded",
-    "warming",
-    "serving",
-    "exited",
-    "unreachable",
-)
+_ORDER = tuple(p.value for p in RankPhase)  # boot order
 
 
 def phases_of(view: BootView) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -45,11 +36,6 @@ def _slowest(rows: tuple[RankRow, ...]) -> RankRow | None:
     return min(loading, key=lambda r: (r.progress_pct, r.rank), default=None)
 
 
-def _duration(seconds: float) -> str:
-    s = max(int(seconds), 0)
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
 def summary_line(view: BootView) -> str:
     clock = datetime.fromtimestamp(view.updated, UTC).strftime("%H:%M:%S")
     parts = [f"{clock} {view.phase}"]
@@ -59,7 +45,7 @@ def summary_line(view: BootView) -> str:
         parts.append(f"{sum(known) / len(view.ranks):.0f}%")
     slow = _slowest(view.ranks)
     if slow is not None:
-        eta = f" ETA {_duration(slow.eta_s)}" if slow.eta_s is not None else ""
+        eta = f" ETA {duration_text(slow.eta_s)}" if slow.eta_s is not None else ""
         parts.append(f"slowest rank {slow.rank} {slow.progress_pct:.0f}%{eta}")
     lost = [r for r in view.ranks if r.unreachable]
     parts += [f"rank {r.rank} unreachable: {r.unreachable}" for r in lost[:2]]

@@ -145,7 +145,8 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.1f}"
 
 
-def _dur(s: float | None) -> str:
+def duration_text(s: float | None) -> str:
+    """42s, 12m05s; - when unknown."""
     if s is None or not math.isfinite(s):
         return "-"
     s = max(s, 0)
@@ -186,9 +187,10 @@ def render_table(view: BootView) -> Table:
         if r.exit_code is not None:
             phase += f" ({'OOMKilled' if r.oom_killed else r.exit_code})"
         slack = r.barrier_slack_s
-        slack_text = Text(_dur(slack) if slack is None or slack >= 0 else f"-{_dur(-slack)}")
         if slack is not None and slack < 0:
-            slack_text.stylize("bold red")
+            slack_text = Text(f"-{duration_text(-slack)}", style="bold red")
+        else:
+            slack_text = Text(duration_text(slack))
         table.add_row(
             str(r.rank),
             r.node,
@@ -196,7 +198,7 @@ def render_table(view: BootView) -> Table:
             r.serving or ("-" if r.progress_pct is None else f"{r.progress_pct:.0f}%"),
             f"{r.bytes_read / GiB:.2f} GiB" if r.bytes_read else "-",
             "-" if not r.rate_bps else f"{r.rate_bps / MB:.0f} MB/s",
-            _dur(r.eta_s),
+            duration_text(r.eta_s),
             f"{_gib(r.mem_free)}/{_gib(r.mem_available)}/{_gib(r.cached)}",
             slack_text,
             Text(r.unreachable or r.last_line[-80:]),
