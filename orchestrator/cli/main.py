@@ -10,9 +10,11 @@ import importlib
 import sys
 import traceback
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
@@ -21,25 +23,95 @@ from orchestrator.errors import ClusterError, ExitCode
 from orchestrator.logging import LogFormat, configure_logging
 from orchestrator.paths import state_dir
 
-# Every command: name -> (module under orchestrator.cli, attribute, a sub-app?). A command's
-# module is imported only when that command runs (or for the full `--help`): importing all of
-# them (asyncssh, the boot, the postmortem's signatures) took ~0.7 s before any work began,
-# which `cluster status`, run every few seconds by people and scripts, paid every time.
-COMMANDS: dict[str, tuple[str, str, bool]] = {
-    "boot": ("boot", "boot_cmd", False),
-    "inventory": ("inventory", "app", True),
-    "image": ("image", "app", True),
-    "recipes": ("recipes", "app", True),
-    "sim": ("sim", "app", True),
-    "preflight": ("preflight", "preflight", False),
-    "nccl-check": ("nccl_check", "nccl_check", False),
-    "runs": ("runs", "runs", False),
-    "status": ("operate", "status", False),
-    "supervise": ("operate", "supervise", False),
-    "stop": ("operate", "stop", False),
-    "prune": ("operate", "prune_cmd", False),
-    "logs": ("runs", "logs", False),
-    "postmortem": ("postmortem", "postmortem", False),
+# Every command: name -> (module under orchestrator.cli, attribute, a sub-app?, its summary). A
+# command's module is imported only when that command runs: importing all of them (asyncssh,
+# the boot, the postmortem's signatures) took ~0.7 s before any work began, which `cluster
+# status`, run every few seconds by people and scripts, paid every time. The root `--help`
+# lists the summaries from here (a test holds each equal to its command's own help).
+COMMANDS: dict[str, tuple[str, str, bool, str]] = {
+    "boot": (
+        "boot",
+        "boot_cmd",
+        False,
+        "Boot RECIPE on every node: preflight, image, ranks, live per-rank progress, verdict.",
+    ),
+    "preflight": (
+        "preflight",
+        "preflight",
+        False,
+        "Check every node against the recipe before any weight is read; exit 4 on errors.",
+    ),
+    "nccl-check": (
+        "nccl_check",
+        "nccl_check",
+        False,
+        "Run a tiny torch.distributed all-reduce across every rank, exactly as the boot would "
+        "meet.",
+    ),
+    "runs": (
+        "runs",
+        "runs",
+        False,
+        "The run directories, newest first: recipe, start, outcome, duration.",
+    ),
+    "status": (
+        "operate",
+        "status",
+        False,
+        "One row per rank: phase, load progress, memory, barrier slack, last line.",
+    ),
+    "supervise": (
+        "operate",
+        "supervise",
+        False,
+        "Supervise a run again after its controller died: resume every rank's log where the "
+        "preserved copy ends, and carry on to READY or a verdict.",
+    ),
+    "stop": (
+        "operate",
+        "stop",
+        False,
+        "Save every rank's complete log and inspect output into the run directory, then stop "
+        "and remove that run's containers (only those: matched by the run's labels).",
+    ),
+    "prune": (
+        "operate",
+        "prune_cmd",
+        False,
+        "Remove containers earlier runs left behind (a failed boot keeps them as evidence), "
+        "after saving their logs and inspect output into their runs.",
+    ),
+    "logs": (
+        "runs",
+        "logs",
+        False,
+        "Preserved rank logs from the run directory (both streams, in time order).",
+    ),
+    "postmortem": (
+        "postmortem",
+        "postmortem",
+        False,
+        "From a boot's preserved logs: which rank failed first, why, and what to change.",
+    ),
+    "inventory": ("inventory", "app", True, "Read and check the inventory of nodes."),
+    "image": (
+        "image",
+        "app",
+        True,
+        "Distribute the serving image to every node and probe that each can run it.",
+    ),
+    "recipes": (
+        "recipes",
+        "app",
+        True,
+        "The recipes: what to serve, with which engine, image, flags and timeouts.",
+    ),
+    "sim": (
+        "sim",
+        "app",
+        True,
+        "The built-in engine simulator: make weights, show a recipe's twin, rehearse a boot.",
+    ),
 }
 _ROOT_OPTIONS_WITH_VALUE = ("--log-format",)
 
@@ -55,8 +127,38 @@ def command_named(argv: list[str]) -> str | None:
     return None
 
 
-def build_app(argv: list[str]) -> typer.Typer:
-    """The Typer app with the command `argv` names, or every command (help, a typo)."""
+def load_command(name: str) -> TyperCommand | TyperGroup:
+    """The click command behind `name`, importing its module now."""
+    module, attribute, is_group, _summary = COMMANDS[name]
+    command = getattr(importlib.import_module(f"orchestrator.cli.{module}"), attribute)
+    if is_group:
+        group = typer.main.get_group(command)
+        group.name = name
+        return group
+    single = typer.Typer(add_completion=False)
+    single.command(name)(command)
+    loaded = typer.main.get_command(single)
+    assert isinstance(loaded, TyperCommand)
+    return loaded
+
+
+class _Listed(TyperCommand):
+    """A command known by its name and summary, for the root `--help` and for suggestions on a
+    typo. If it ever runs (a command line `command_named` did not read), it loads the real
+    command then and hands over."""
+
+    def __init__(self, name: str, summary: str) -> None:
+        super().__init__(name, help=summary)
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        assert self.name is not None
+        return load_command(self.name).make_context(info_name, args, parent=parent, **extra)
+
+
+def build_app(argv: list[str]) -> TyperGroup:
+    """The command group: the command `argv` names, loaded; every other one only listed."""
     app = typer.Typer(
         name="cluster",
         help="Boot one model across a small cluster of DGX Sparks, rank by rank, keeping every "
@@ -66,16 +168,11 @@ def build_app(argv: list[str]) -> typer.Typer:
         pretty_exceptions_enable=False,
     )
     app.callback()(_root)
+    group = typer.main.get_group(app)
     wanted = command_named(argv)
-    for name, (module, attribute, is_group) in COMMANDS.items():
-        if wanted is not None and name != wanted:
-            continue
-        command = getattr(importlib.import_module(f"orchestrator.cli.{module}"), attribute)
-        if is_group:
-            app.add_typer(command, name=name)
-        else:
-            app.command(name)(command)
-    return app
+    for name, (*_where, summary) in COMMANDS.items():
+        group.add_command(load_command(name) if name == wanted else _Listed(name, summary), name)
+    return group
 
 
 def _version(value: bool) -> None:
@@ -113,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Returns (and exits with) the process exit code."""
     try:
         args = sys.argv[1:] if argv is None else argv
-        build_app(args)(args=args, standalone_mode=False)
+        build_app(args).main(args=args, prog_name="cluster", standalone_mode=False)
         code = 0
     except ClusterError as exc:
         for line in exc.lines():
