@@ -42,6 +42,7 @@ class RankState:
     load_began_at: float | None = None
     load_ended_at: float | None = None
     barrier_failed: bool = False
+    barrier_failed_at: float | None = None  # when its barrier error arrived (controller clock)
     exit_code: int | None = None
     oom_killed: bool = False
     exited_at: float | None = None
@@ -156,6 +157,7 @@ def _on_logs(r: RankState, ts: float, raw_lines: Sequence[str]) -> RankState:
             phase = _advance(phase, RankPhase.serving)
         elif m is Milestone.barrier_failed:
             changes["barrier_failed"] = True
+            changes.setdefault("barrier_failed_at", r.barrier_failed_at or ts)
     changes.update(
         last_lines=extend_tail(r.last_lines, lines, _LAST_LINES), last_signal_at=ts, phase=phase
     )

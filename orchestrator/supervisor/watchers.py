@@ -56,7 +56,21 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     if failed or (
         s.first_load_end_at is not None and now > s.first_load_end_at + cfg.barrier_window_s
     ):
-        stragglers = [r for r in unfinished if r.phase is not RankPhase.pending]
+        # When the barrier broke: the first rank's report of it, else the window's end.
+        reported = [r.barrier_failed_at for r in failed if r.barrier_failed_at is not None]
+        broke_at = min(reported, default=(s.first_load_end_at or now) + cfg.barrier_window_s)
+        # A rank that had already died (OOM, a crash) broke the barrier; it did not miss it.
+        # Its exit is the news (watch_exits names it), and a wider window would not help.
+        died_first = [
+            r
+            for r in unfinished
+            if r.phase is RankPhase.exited and r.exited_at is not None and r.exited_at < broke_at
+        ]
+        stragglers = [
+            r for r in unfinished if r.phase is not RankPhase.pending and r not in died_first
+        ]
+        if died_first and not stragglers:
+            return []
         if not stragglers and not failed:
             return []
         if not failed and any(r.lost_since is not None for r in stragglers):

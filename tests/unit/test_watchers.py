@@ -114,6 +114,50 @@ def test_the_barrier_verdict_names_the_straggler_not_the_ranks_that_raised():
     assert Outcome.BARRIER_TIMEOUT.exit_code == 6
 
 
+def raise_barrier(b: Boot, ranks: range) -> None:
+    for k in ranks:
+        b.log(k, BARRIER.replace("TP rank 1", f"TP rank {k}"))
+
+
+def verdict_of(b: Boot):
+    return next(f for f in b.findings() if f.severity == "verdict")
+
+
+def test_a_rank_that_died_while_loading_broke_the_barrier_and_its_exit_is_the_verdict():
+    b = Boot()
+    b.read([200, 200, 200, 5], 60)
+    died = b.now
+    b.fold(RankExited(ts=died, rank=3, exit_code=137, oom_killed=True, finished_at=died))
+    b.now += 1
+    raise_barrier(b, range(3))  # the finished ranks' barrier fails on the lost peer
+    v = verdict_of(b)
+    assert (v.outcome, v.rank) == (Outcome.RANK_EXITED, 3)
+    assert "OOMKilled" in v.message
+
+
+def test_an_exit_noticed_after_the_barrier_errors_still_wins_by_when_the_rank_really_died():
+    b = Boot()
+    b.read([200, 200, 200, 5], 60)
+    died = b.now
+    b.now += 1
+    raise_barrier(b, range(3))
+    assert verdict_of(b).outcome is Outcome.BARRIER_TIMEOUT  # rank 3 looks still loading
+    b.now += 2  # the sample that sees the exit lands later; Docker says when it ended
+    b.fold(RankExited(ts=b.now, rank=3, exit_code=137, oom_killed=True, finished_at=died))
+    v = verdict_of(b)
+    assert (v.outcome, v.rank) == (Outcome.RANK_EXITED, 3)
+
+
+def test_a_straggler_that_exits_after_the_barrier_broke_is_still_the_barrier_miss():
+    b = Boot()
+    b.read([200, 200, 200, 5], 60)
+    raise_barrier(b, range(3))
+    b.now += 1  # then the straggler fails too, its peers gone
+    b.fold(RankExited(ts=b.now, rank=3, exit_code=1, finished_at=b.now))
+    v = verdict_of(b)
+    assert (v.outcome, v.rank) == (Outcome.BARRIER_TIMEOUT, 3)
+
+
 def test_the_window_closing_with_a_rank_unfinished_is_a_verdict_even_without_log_lines():
     b = Boot()
     b.read([200, 200, 200, 5], 60)
