@@ -15,6 +15,7 @@ from rich.text import Text
 from orchestrator.models.run import Finding, RankPhase
 from orchestrator.supervisor.state import BootState, RankState
 from orchestrator.supervisor.watchers import WatchConfig
+from orchestrator.terminal import harmless
 
 GiB = 2**30
 MB = 10**6
@@ -201,6 +202,6 @@ def render_table(view: BootView) -> Table:
             duration_text(r.eta_s),
             f"{_gib(r.mem_free)}/{_gib(r.mem_available)}/{_gib(r.cached)}",
             slack_text,
-            Text(r.unreachable or r.last_line[-80:]),
+            Text(harmless(r.unreachable or r.last_line[-80:])),  # never a control sequence
         )
     return table
