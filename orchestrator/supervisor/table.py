@@ -27,6 +27,7 @@ from typing import Literal
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from orchestrator.cli.output import harmless
 from orchestrator.supervisor.summary import fitted_summary, slowest
 from orchestrator.supervisor.view import MB, BootView, GiB, RankRow, duration_text
 
@@ -37,8 +38,9 @@ Justify = Literal["left", "right"]
 
 
 def cell(text: str, style: str = "") -> Text:
-    """The one way text becomes a table cell: plain `Text` (user text is never markup)."""
-    return Text(text, style=style, no_wrap=True, end="")
+    """The one way text becomes a table cell: plain `Text` (user text is never markup), its
+    control characters shown as `\\xNN` (a log line never drives the terminal)."""
+    return Text(harmless(text), style=style, no_wrap=True, end="")
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def lay_out(view: BootView, width: int | None, *, unicode: bool = True) -> Layou
     header = line([(k, cell(header_of[k], "bold")) for k in order])
     rule = cell("─" * used if unicode else "-" * used, "dim")
     rows = [line([(k, rendered[k][1][i]) for k in order]) for i in range(len(view.ranks))]
-    lines = [_fit(Text(f"{view.recipe} · run {view.run_id}{_source(view)}", style="dim"), width)]
+    lines = [_fit(cell(f"{view.recipe} · run {view.run_id}{_source(view)}", "dim"), width)]
     lines.append(_fit(fitted_summary(view, width), width))
     lines += [header, rule, *rows]
     lines += [_fit(n, width) for n in notes(view)]

@@ -188,3 +188,10 @@ def test_the_summary_line_always_fits_and_keeps_the_slowest_rank_longest(width):
         assert "2 warnings" in text
     if width >= 120:
         assert "loading 0-7" in text  # ranks named when there is room, counted when not
+
+
+def test_a_log_line_with_escape_sequences_is_shown_harmless_under_the_table():
+    hostile = row(5, pct=31.0, last_line="\x1b]0;pwned\x07\x1b[2Jcleared [red]x[/red]")
+    lines = [line.plain for line in lay_out(view(row(0), hostile), 120).lines]
+    assert "rank 5: \\x1b]0;pwned\\x07\\x1b[2Jcleared [red]x[/red]" in lines
+    assert not any("\x1b" in line for line in lines)
