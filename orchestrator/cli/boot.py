@@ -129,6 +129,14 @@ def boot_cmd(
         bool,
         typer.Option("--detach", help="supervise in the background; follow with `cluster status`"),
     ] = False,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            "--smoke/--no-smoke",
+            help="after READY, send one chat request and check the answer and the served model "
+            "name (a failure is SMOKE_FAILED; smoke.json keeps the answer)",
+        ),
+    ] = True,
     resume_run: Annotated[
         str | None,
         typer.Option(
@@ -147,6 +155,7 @@ def boot_cmd(
             *(["--simulate"] if simulate else []),
             *(["--sim-image", sim_image] if sim_image else []),
             *(f"--sim-docker-opt={opt}" for opt in sim_docker_opt or ()),
+            *([] if smoke else ["--no-smoke"]),
         ]
         start_detached(
             recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push, passthrough
@@ -163,6 +172,7 @@ def boot_cmd(
         simulate=simulate,
         sim_image=sim_image,
         sim_docker_extra=tuple(sim_docker_opt or ()),
+        smoke=smoke,
     )
     runs: list[Run] = []
     notify = os.environ.pop(DETACH_NOTIFY_ENV, None)
