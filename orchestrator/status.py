@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, Sample
@@ -23,7 +24,6 @@ from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import sample_fields
-from orchestrator.supervisor.progress import line_timestamp_ns
 from orchestrator.supervisor.state import BootState, reduce
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.transport import ConnectOptions, Transport
