@@ -12,6 +12,8 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
+from orchestrator.redact import redact
+
 # Rich assumes 80 columns when output is not a terminal (CI logs, pipes); tables then fold.
 # A wider default keeps a row per node on one line in logs; $COLUMNS still wins.
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
@@ -20,12 +22,12 @@ err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
 
 def print_json(payload: Any) -> None:
-    """Print one JSON document on stdout (models are dumped in JSON mode)."""
+    """Print one JSON document on stdout (models are dumped in JSON mode), secrets redacted."""
     if isinstance(payload, BaseModel):
         payload = payload.model_dump(mode="json")
     elif isinstance(payload, list):
         payload = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in payload]
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.write(json.dumps(redact(payload), indent=2, sort_keys=False, default=str) + "\n")
 
 
 # C0 controls but tab, DEL and C1: ESC starts CSI/OSC sequences (colours, titles, hyperlinks,
