@@ -94,6 +94,8 @@ class BootOptions:
     # With `simulate`: extra `docker run` flags for every rank's container (drills, e.g. a
     # memory limit `--memory=256m` under which a `hog` fault is OOM-killed).
     sim_docker_extra: tuple[str, ...] = ()
+    # After READY, one fixed chat request (serving_bench/smoke.py); its failure is SMOKE_FAILED.
+    smoke: bool = True
 
 
 @dataclass
@@ -429,6 +431,11 @@ async def boot(
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:
             await collect_evidence(run, specs, runtime, supervisor.lost_ranks())
+        elif options.smoke:
+            from orchestrator.serving_bench.session import smoke_verdict
+
+            _step(run, ui, "smoke", f"{url}/v1/chat/completions")
+            verdict = await smoke_verdict(run, url, recipe.model_dump(mode="json")) or verdict
         write_verdict(run, verdict, {"repaired_bytes": supervisor.repaired_bytes})
     finally:
         await close_transports(transports)
@@ -437,7 +444,10 @@ async def boot(
         verdict,
         endpoint=url if verdict.outcome is Outcome.READY else None,
         repaired_bytes=supervisor.repaired_bytes,
-        diagnosis=None if verdict.outcome is Outcome.READY else diagnose(run),
+        # A failed smoke has its own verdict: the boot itself went well (no postmortem).
+        diagnosis=None
+        if verdict.outcome in (Outcome.READY, Outcome.SMOKE_FAILED)
+        else diagnose(run),
     )
 
 

@@ -139,6 +139,14 @@ def boot_cmd(
     wide: Annotated[
         bool, typer.Option("--wide", help="every column of the table, however wide")
     ] = False,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            "--smoke/--no-smoke",
+            help="after READY, send one chat request and check the answer and the served model "
+            "name (a failure is SMOKE_FAILED; smoke.json keeps the answer)",
+        ),
+    ] = True,
     resume_run: Annotated[
         str | None,
         typer.Option(
@@ -157,6 +165,7 @@ def boot_cmd(
             *(["--simulate"] if simulate else []),
             *(["--sim-image", sim_image] if sim_image else []),
             *(f"--sim-docker-opt={opt}" for opt in sim_docker_opt or ()),
+            *([] if smoke else ["--no-smoke"]),
         ]
         start_detached(
             recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push, passthrough
@@ -173,6 +182,7 @@ def boot_cmd(
         simulate=simulate,
         sim_image=sim_image,
         sim_docker_extra=tuple(sim_docker_opt or ()),
+        smoke=smoke,
     )
     runs: list[Run] = []
     notify = os.environ.pop(DETACH_NOTIFY_ENV, None)

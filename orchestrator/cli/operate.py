@@ -193,4 +193,4 @@ def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
     run = store.open(run_id)
     verdict = run_dir / "verdict.json"
     outcome = json.loads(verdict.read_text()).get("outcome") if verdict.exists() else None
-    return outcome == "READY" or run.supervisor_alive()
+    return outcome in ("READY", "SMOKE_FAILED") or run.supervisor_alive()  # both serve
