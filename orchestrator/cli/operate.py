@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -22,6 +24,13 @@ from orchestrator.runstore import RunStore
 from orchestrator.status import current_view
 from orchestrator.supervisor.view import render_table
 
+
+class StatusFormat(StrEnum):
+    table = "table"
+    json = "json"
+    prometheus = "prometheus"
+
+
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
 
 
@@ -33,13 +42,24 @@ def status(
     ] = False,
     json_out: JsonOpt = False,
     interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+    output: Annotated[
+        StatusFormat,
+        typer.Option(
+            "--format", help="table, json (as --json), or prometheus (metrics.prom's text)"
+        ),
+    ] = StatusFormat.table,
 ) -> None:
     """One row per rank: phase, load progress, memory, barrier slack, last line.
 
     From the running supervisor's status.json when one is alive, else derived live from the
     nodes (the table's title says which)."""
     ctx = load_context(pick_run(store_for(inventory), run))
-    if json_out:
+    if output is StatusFormat.prometheus:
+        from orchestrator.supervisor.metrics import run_metrics
+
+        sys.stdout.write(run_metrics(ctx.run, asyncio.run(current_view(ctx))))
+        return
+    if json_out or output is StatusFormat.json:
         print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
         return
     if not watch:
