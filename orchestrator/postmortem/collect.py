@@ -475,7 +475,7 @@ def collect_logs(
     for k, files in assigned.items():
         for p in files:
             year = datetime.fromtimestamp(p.stat().st_mtime, UTC).year
-            jobs.append(ScanJob(p, str(p), year))
+            jobs.append(ScanJob(p, str(p), year, tidy=True))
             owner.append(k)
     scans = scan_files(jobs, sigs, workers=workers)
     by_rank: dict[int, list[FileScan]] = {}
