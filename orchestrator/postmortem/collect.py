@@ -233,7 +233,9 @@ def _rank_facts(
     first: Evidence | None = None
     last: Evidence | None = None
     phase_rank = 0
+    exceptions: list[Evidence] = []
     for scan in scans:
+        exceptions.extend(_evidence(line, rank) for line in scan.exceptions)
         for m in scan.matches:
             c = sigs.by_id[m.signature]
             hits.append(
@@ -276,6 +278,7 @@ def _rank_facts(
         phase=PHASES[phase_rank],
         engine=engine,
         markers=markers,
+        exceptions=tuple(exceptions),
         hits=tuple(hits),
         counts=counts,
         first_line=first,

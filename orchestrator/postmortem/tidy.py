@@ -29,8 +29,13 @@ _ANSI = re.compile(
 # docker compose `name-1  | `, `name | ` (a word, spaces, a bar) at the start of a line.
 _COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*\s+\|(?: |$)")
 # Ray's process prefix: `(pid=123)`, `(pid=123, ip=10.0.0.2)`, `(raylet)`, `(raylet, ip=...)`,
-# `(RayWorkerWrapper pid=2202490)`, not vLLM's `(VllmWorker rank=3 pid=...)` (it names a rank).
-_RAY = re.compile(r"^\((?:raylet|gcs_server|[A-Za-z_]+ )?(?:pid=\d+)?(?:, ?ip=[\d.:]+)?\)\s?")
+# `(RayWorkerWrapper pid=2202490)`, vLLM's `(APIServer pid=1)`; not `(VllmWorker rank=3 pid=...)`
+# or `(Worker_TP3 pid=...)`: those name a rank.
+_RAY = re.compile(
+    r"^\((?:raylet|gcs_server|(?![A-Za-z_]*TP\d)[A-Za-z_]+ )?(?:pid=\d+)?(?:, ?ip=[\d.:]+)?\)\s?"
+)
+# A terminal pane's box: `│ text   │` (k9s, tmux panes, boxed tables)
+_BOX = re.compile(r"^\s*[│┃║]\s?|\s*[│┃║]\s*$")
 # Markdown the user typed: a quote, a line wrapped in backticks, a pasted file's line number.
 _QUOTE = re.compile(r"^\s*>+ ?")
 _BACKTICKS = re.compile(r"^\s*`{1,3}(.*?)`{1,3}\s*$")
@@ -38,12 +43,20 @@ _LINE_NO = re.compile(r"^\s{0,4}\d{1,5}(?:\s*[|│]\s|:\s(?=\S))")
 _QUOTED = re.compile(r'^\s*"(.*)"\s*$')
 
 WRAP_MIN = 60  # a width under this is not a terminal's or a tracker's wrap
+# A line that starts like a log record is a record of its own, never the tail of a wrapped one
+# (log lines of one shape often share a length: that alone is not a wrap).
+_RECORD_START = re.compile(
+    r"^(?:\[|\(|\d{4}-\d\d-\d\d|\d\d-\d\d |[A-Z]{3,8}[ :]|[IWEF]\d{3,4} |Traceback|\s+File \"|"
+    r"[\w.-]+:\d+:\d+ \[|\w[\w.-]* +\| )"
+)
 WRAP_REPEATS = 2  # lines that must share the width before it is taken for a wrap
 
 
 def tidy_line(line: str) -> str:
     """One line without colour codes, compose/Ray columns, quoting or pasted line numbers."""
     text = _ANSI.sub("", line) if ("[" in line or "<font" in line) else line
+    if "│" in text or "┃" in text or "║" in text:
+        text = _BOX.sub("", text)
     for prefix in (_QUOTE, _COMPOSE, _RAY):
         text = prefix.sub("", text, count=1)
     if "`" in text and (m := _BACKTICKS.match(text)):
@@ -71,7 +84,12 @@ def tidy_text(text: str) -> str:
     while i < len(raw):
         head = i
         # a line cut at exactly the wrap width continues on the next one
-        while i + 1 < len(raw) and len(raw[i].rstrip("\r")) == width and raw[i + 1].strip():
+        while (
+            i + 1 < len(raw)
+            and len(raw[i].rstrip("\r")) == width
+            and raw[i + 1].strip()
+            and not _RECORD_START.match(out[i + 1])
+        ):
             out[head] += out[i + 1]
             out[i + 1] = ""
             i += 1

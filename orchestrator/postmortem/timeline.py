@@ -29,6 +29,8 @@ from typing import BinaryIO
 from orchestrator.dialects.base import Marker
 from orchestrator.dialects.reader import PHASE_MARKERS
 from orchestrator.dialects.timestamps import docker_timestamp, engine_timestamp, parse_timestamp
+from orchestrator.postmortem.families import KEYWORDS as EXCEPTION_KEYWORDS
+from orchestrator.postmortem.families import exception_of
 from orchestrator.postmortem.model import PHASES
 from orchestrator.postmortem.signatures import SignatureSet
 from orchestrator.postmortem.tidy import tidy_text
@@ -49,6 +51,7 @@ __all__ = [
 BLOCK = 8 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a "line" longer than this is cut (a binary file, not a log)
 KEEP_PER_SIGNATURE = 12  # matches kept per signature and file (all are counted)
+KEEP_EXCEPTIONS = 16  # exception lines kept per file: the last ones (the traceback fallback)
 BACK_LINES = 64  # how far back a stampless line looks for a time
 TEXT_CAP = 2000  # characters of a line kept as evidence
 TIDY_MAX = 64 << 20  # a pasted log is tidied in memory up to this size; bigger ones as they are
@@ -88,6 +91,7 @@ class FileScan:
     engines: dict[str, int] = field(default_factory=dict)
     first: Line | None = None
     last: Line | None = None
+    exceptions: list[Line] = field(default_factory=list)  # the last few `Cls: message` lines
 
     @property
     def phase(self) -> str:
@@ -244,6 +248,8 @@ def _scan(
                 else:
                     slot[1].extend(entry.targets)
                 i = find(kw, le)
+        # 1b. exception lines (`Cls: message`, `raise Cls(`): the traceback fallback's input
+        exc_lines = _exception_lines(chunk)
         # 2. milestones still unseen: first occurrence whose regex agrees
         found_markers: list[tuple[int, int, Marker]] = []
         if wanted:
@@ -271,7 +277,9 @@ def _scan(
                     still.append(marker)
             wanted = still
         # 3. line numbers for the candidates, in one forward count
-        starts = sorted(set(candidates) | {ls for ls, _, _ in found_markers})
+        starts = sorted(
+            set(candidates) | {ls for ls, _, _ in found_markers} | {ls for ls, _ in exc_lines}
+        )
         numbers: dict[int, int] = {}
         n, pos = state.line_base, 0
         for ls in starts:
@@ -325,6 +333,12 @@ def _scan(
                 result.markers[marker.milestone.value] = line
             if marker.engine:
                 result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
+        for ls, le in exc_lines:
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            result.exceptions.append(Line(shown, numbers[ls], _segment(text, 0), ts))
+        del result.exceptions[:-KEEP_EXCEPTIONS]
         # 5. the file's edges, and the time carried into the next chunk
         newlines = chunk.count(b"\n")
         ends_open = not chunk.endswith(b"\n")
@@ -337,6 +351,27 @@ def _scan(
         result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
     result.matches.sort(key=lambda mt: (mt.line.ts is None, mt.line.ts or 0.0, mt.line.line))
     return result
+
+
+def _exception_lines(chunk: bytes) -> list[tuple[int, int]]:
+    """(start, end) of the lines in `chunk` that state an exception, the last few only."""
+    found: dict[int, int] = {}
+    for kw in EXCEPTION_KEYWORDS:
+        i = chunk.find(kw)
+        while i >= 0:
+            ls = chunk.rfind(b"\n", 0, i) + 1
+            le = chunk.find(b"\n", i)
+            le = len(chunk) if le < 0 else le
+            found.setdefault(ls, le)
+            i = chunk.find(kw, le)
+    out: list[tuple[int, int]] = []
+    for ls in sorted(found, reverse=True):
+        text = chunk[ls : found[ls]].decode("utf-8", "replace")
+        if exception_of(text) is not None:
+            out.append((ls, found[ls]))
+            if len(out) >= KEEP_EXCEPTIONS:
+                break
+    return out[::-1]
 
 
 def _edge(chunk: bytes, state: _State, *, first: bool) -> Line | None:
