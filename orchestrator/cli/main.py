@@ -94,6 +94,13 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         False,
         "From a boot's preserved logs: which rank failed first, why, and what to change.",
     ),
+    "bench": (
+        "bench",
+        "bench",
+        False,
+        "Smoke-test and measure a serving run's endpoint: output tok/s, req/s, TTFT, TPOT, ITL "
+        "and E2E per depth and concurrency; kept in the run (bench.json, bench.png).",
+    ),
     "inventory": ("inventory", "app", True, "Read and check the inventory of nodes."),
     "image": (
         "image",
