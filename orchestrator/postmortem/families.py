@@ -125,8 +125,9 @@ FAMILIES: tuple[Family, ...] = (
     _f(
         "config-validator-refusal",
         "low",
-        r"NotImplementedError|ValueError|AssertionError|TypeError|RuntimeError|Exception",
-        r"(?i)not supported|unsupported|not implemented|must be divisible|divisible by|"
+        r"NotImplementedError|ValueError|AssertionError|TypeError|RuntimeError|AttributeError|"
+        r"Exception",
+        r"(?i)not supported|does not support|unsupported|not implemented|divisible by|"
         r"head ?(?:size|dim)|backend|quantization|dtype|is not valid|only supports?|"
         r"invalid|requires|not compatible|incompatible",
         "the engine refusing the flags or backend for this model",
