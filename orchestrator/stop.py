@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LABEL_RUN
@@ -18,6 +19,7 @@ from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.runctx import RunContext
 from orchestrator.runstore import Run, RunStore
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
+from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.status import runtime_for
 from orchestrator.transport import ConnectOptions, Transport
@@ -42,6 +44,13 @@ async def save_rank(run: Run, spec: RankSpec, runtime: Runtime) -> None:
     run.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
 
 
+async def stop_and_remove(run: Run, spec: RankSpec, runtime: Runtime) -> None:
+    """Stop a rank whose log is saved, save again (its last words and its exit state), remove."""
+    await runtime.stop(spec)
+    await save_rank(run, spec, runtime)
+    await runtime.stop(spec, remove=True)
+
+
 async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> StopReport:
     runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
     report = StopReport(ctx.run.id)
@@ -64,10 +73,7 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
             )
             return  # never remove what we could not save
         try:
-            await runtime.stop(spec)
-            # Again once it has stopped: its last words and its exit state, before removal.
-            await save_rank(ctx.run, spec, runtime)
-            await runtime.stop(spec, remove=True)
+            await stop_and_remove(ctx.run, spec, runtime)
             report.removed.append(spec.name)
         except ClusterError as exc:
             report.problems.append(f"rank {spec.rank} ({spec.node.name}): {exc.line()}")
@@ -104,10 +110,8 @@ async def _list_leftovers(
     inventory: Inventory, transports: Mapping[str, Transport]
 ) -> list[Leftover]:
     async def one(node_name: str) -> list[Leftover]:
-        node = inventory.node(node_name)
-        base = ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
         result = await transports[node_name].run(
-            [*base, "ps", "-a", "--filter", f"label={LABEL_RUN}", "--format", "{{json .}}"],
+            DockerCli.of(inventory.node(node_name)).ps_labelled(LABEL_RUN),
             timeout_s=30,
             check=True,
         )
@@ -201,36 +205,26 @@ async def prune(
     if inventory.connection is Connection.local:
         return await _prune_processes(inventory, leftovers, store)
     transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
-    done: list[str] = []
     try:
-        for item in leftovers:
-            node = inventory.node(item.node)
-            base = ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
-            t = transports[item.node]
-            run_dir = store.root / item.run_id
-            run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            run = Run(item.run_id, run_dir)
-            try:
-                logs = await t.run([*base, "logs", "--timestamps", item.container], timeout_s=300)
-                run.write_text(f"rank-{item.rank}/full-stdout.log", logs.stdout)
-                run.write_text(f"rank-{item.rank}/full-stderr.log", logs.stderr)
-                insp = await t.run([*base, "inspect", item.container], timeout_s=30, check=True)
-                run.write_json(f"rank-{item.rank}/inspect.json", json.loads(insp.stdout))
-                await t.run([*base, "rm", "-f", item.container], timeout_s=60, check=True)
-                done.append(f"{item.node}: removed {item.container} (run {item.run_id})")
-            except ClusterError as exc:
-                done.append(f"{item.node}: kept {item.container}: {exc.line()}")
+        return await _prune_with(DockerRuntime(transports), inventory, leftovers, store)
     finally:
         await close_transports(transports)
-    return done
 
 
 async def _prune_processes(
     inventory: Inventory, leftovers: list[Leftover], store: RunStore
 ) -> list[str]:
-    runtime = ProcessRuntime()
-    done = []
-    for item in leftovers:
+    return await _prune_with(ProcessRuntime(), inventory, leftovers, store)
+
+
+async def _prune_with(
+    runtime: Runtime, inventory: Inventory, leftovers: list[Leftover], store: RunStore
+) -> list[str]:
+    """Every leftover at once, through the runtime that runs ranks, as `stop` does: saved,
+    stopped, saved again, removed. One that could not be saved is kept. One line per leftover,
+    in the order given."""
+
+    async def one(item: Leftover) -> str:
         spec = RankSpec(
             rank=int(item.rank) if item.rank.isdigit() else 0,
             node=inventory.node(item.node),
@@ -239,7 +233,12 @@ async def _prune_processes(
         )
         run_dir = store.root / item.run_id
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        await save_rank(Run(item.run_id, run_dir), spec, runtime)
-        await runtime.stop(spec, remove=True)
-        done.append(f"{item.node}: removed {item.container} (run {item.run_id})")
-    return done
+        run = Run(item.run_id, run_dir)
+        try:
+            await save_rank(run, spec, runtime)
+            await stop_and_remove(run, spec, runtime)
+        except ClusterError as exc:
+            return f"{item.node}: kept {item.container}: {exc.line()}"
+        return f"{item.node}: removed {item.container} (run {item.run_id})"
+
+    return list(await asyncio.gather(*(one(item) for item in leftovers)))
