@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -24,6 +26,13 @@ from orchestrator.status import current_view
 from orchestrator.supervisor.table import BootTable
 from orchestrator.wording import plural
 
+
+class StatusFormat(StrEnum):
+    table = "table"
+    json = "json"
+    prometheus = "prometheus"
+
+
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
 
 
@@ -38,6 +47,12 @@ def status(
     wide: Annotated[
         bool, typer.Option("--wide", help="every column of the table, however wide")
     ] = False,
+    output: Annotated[
+        StatusFormat,
+        typer.Option(
+            "--format", help="table, json (as --json), or prometheus (metrics.prom's text)"
+        ),
+    ] = StatusFormat.table,
 ) -> None:
     """One row per rank: phase, load progress, memory, barrier slack, last line.
 
@@ -56,7 +71,12 @@ def status(
             except KeyboardInterrupt:
                 return
     ctx = load_context(picked)
-    if json_out:
+    if output is StatusFormat.prometheus:
+        from orchestrator.supervisor.metrics import run_metrics
+
+        sys.stdout.write(run_metrics(ctx.run, asyncio.run(current_view(ctx))))
+        return
+    if json_out or output is StatusFormat.json:
         print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
         return
     if not watch:
