@@ -30,7 +30,7 @@ from orchestrator.errors import (
     ImageError,
     PreflightRefused,
 )
-from orchestrator.facts import close_transports, open_transports
+from orchestrator.facts import NodeFacts, close_transports, open_transports
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
@@ -50,6 +50,7 @@ from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
 from orchestrator.supervisor.watchers import WatchConfig
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.wording import waves_text
 
 log = structlog.get_logger(__name__)
 SIM_SCALE_DEFAULT = "default"
@@ -62,10 +63,16 @@ class BootUI(Protocol):
 
     def view(self, view: BootView) -> None: ...
 
+    def progress(self, text: str) -> None:
+        """A passing word before the table (who answered preflight); not kept."""
+
 
 class QuietUI:
     def step(self, name: str, detail: str = "") -> None:
         log.info("step", name=name, detail=detail)
+
+    def progress(self, text: str) -> None:
+        return None
 
     def view(self, view: BootView) -> None:
         return None
@@ -87,6 +94,8 @@ class BootOptions:
     # With `simulate`: extra `docker run` flags for every rank's container (drills, e.g. a
     # memory limit `--memory=256m` under which a `hog` fault is OOM-killed).
     sim_docker_extra: tuple[str, ...] = ()
+    # After READY, one fixed chat request (serving_bench/smoke.py); its failure is SMOKE_FAILED.
+    smoke: bool = True
 
 
 @dataclass
@@ -289,6 +298,21 @@ def write_manifest(
     )
 
 
+def preflight_progress(inventory: Inventory, ui: BootUI) -> Callable[[NodeFacts], None]:
+    """Facts take seconds a node: say who answered and who is still awaited, so the screen is
+    not blank while preflight runs."""
+    answered: set[str] = set()
+
+    def on_node(facts: NodeFacts) -> None:
+        answered.add(facts.node)
+        waiting = [n.name for n in inventory.nodes if n.name not in answered]
+        text = f"preflight: {len(answered)}/{len(inventory.nodes)} nodes answered"
+        text += f"; waiting for {', '.join(waiting)}" if waiting else "; checking the rest"
+        ui.progress(text)
+
+    return on_node
+
+
 def watch_config(recipe: Recipe) -> WatchConfig:
     return WatchConfig(
         barrier_window_s=float(recipe.timeouts.barrier),
@@ -327,6 +351,7 @@ async def boot(
         options.connect,
         run=run,
         image_will_be_pushed=options.push_image and not simulated,
+        on_node=preflight_progress(inventory, ui),
     )
     if pre.report.errors or pre.launch is None:
         verdict = Finding(
@@ -385,7 +410,7 @@ async def boot(
         on_view=ui.view,
     )
     try:
-        _step(run, ui, "start", f"{len(specs)} ranks, waves {list(map(list, plan.waves))}")
+        _step(run, ui, "start", f"{len(specs)} ranks, {waves_text(plan.waves)}")
         try:
             await start_ranks(
                 run, ui, plan, specs, runtime, transports, supervisor, recipe.timeouts.connect * 4
@@ -406,6 +431,11 @@ async def boot(
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:
             await collect_evidence(run, specs, runtime, supervisor.lost_ranks())
+        elif options.smoke:
+            from orchestrator.serving_bench.session import smoke_verdict
+
+            _step(run, ui, "smoke", f"{url}/v1/chat/completions")
+            verdict = await smoke_verdict(run, url, recipe.model_dump(mode="json")) or verdict
         write_verdict(run, verdict, {"repaired_bytes": supervisor.repaired_bytes})
     finally:
         await close_transports(transports)
@@ -414,7 +444,10 @@ async def boot(
         verdict,
         endpoint=url if verdict.outcome is Outcome.READY else None,
         repaired_bytes=supervisor.repaired_bytes,
-        diagnosis=None if verdict.outcome is Outcome.READY else diagnose(run),
+        # A failed smoke has its own verdict: the boot itself went well (no postmortem).
+        diagnosis=None
+        if verdict.outcome in (Outcome.READY, Outcome.SMOKE_FAILED)
+        else diagnose(run),
     )
 
 

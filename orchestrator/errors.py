@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from orchestrator.redact import redact_argv
+
 
 class ExitCode(IntEnum):
     """Process exit codes; `docs/exit-codes.md` is the table for people."""
@@ -134,7 +136,9 @@ class CommandFailed(NodeError):
         self.stdout_tail = tail(stdout)
         self.stderr_tail = tail(stderr)
         last = (self.stderr_tail or self.stdout_tail).splitlines()[-1:] or [""]
-        what = f"`{' '.join(argv)}` exited {exit_status}" + (f": {last[0]}" if last[0] else "")
+        what = f"`{' '.join(redact_argv(argv))}` exited {exit_status}" + (
+            f": {last[0]}" if last[0] else ""
+        )
         super().__init__(what, node=node, hint=hint)
 
 
@@ -155,7 +159,7 @@ class CommandTimeout(NodeError):
         self.stdout = stdout
         self.stderr = stderr
         super().__init__(
-            f"`{' '.join(argv)}` did not finish within {timeout_s:g} s",
+            f"`{' '.join(redact_argv(argv))}` did not finish within {timeout_s:g} s",
             node=node,
             hint="the output received so far is kept with the error",
         )

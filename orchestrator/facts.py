@@ -215,13 +215,21 @@ async def close_transports(transports: Mapping[str, Transport]) -> None:
 
 
 async def gather_facts(
-    inventory: Inventory, transports: Mapping[str, Transport], request: FactsRequest
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    request: FactsRequest,
+    on_node: Callable[[NodeFacts], None] | None = None,
 ) -> tuple[NodeFacts, ...]:
-    """Facts of every node, in rank order; an unexpected error is that node's facts, not ours."""
-    outcomes = await settle(
-        inventory.nodes,
-        lambda n: gather_node_facts(n, transports[n.name], request, inventory.nodes),
-    )
+    """Facts of every node, in rank order; an unexpected error is that node's facts, not ours.
+    `on_node` hears each node's facts as they arrive (a terminal shows who answered)."""
+
+    async def one(n: Node) -> NodeFacts:
+        facts = await gather_node_facts(n, transports[n.name], request, inventory.nodes)
+        if on_node is not None:
+            on_node(facts)
+        return facts
+
+    outcomes = await settle(inventory.nodes, one)
     facts = []
     for outcome in outcomes:
         if outcome.value is not None:

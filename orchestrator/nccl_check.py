@@ -46,6 +46,7 @@ from orchestrator.launch import (
     container_options,
     docker_base,
     docker_run_argv,
+    with_secret_env,
 )
 from orchestrator.logtail import readable_tail
 from orchestrator.models.inventory import Inventory
@@ -372,7 +373,8 @@ def merge_timestamped(stdout: str, stderr: str) -> list[str]:
 async def _start(transport: Transport, launch: RankLaunch) -> str | None:
     """None when started, else why not."""
     try:
-        result = await transport.run(launch.docker_argv, timeout_s=120)
+        argv, stdin = with_secret_env(launch.docker_argv, launch.env)
+        result = await transport.run(argv, timeout_s=120, stdin=stdin)
     except ClusterError as exc:
         return exc.line()
     if result.ok:

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.dialects.timestamps import line_timestamp_ns, timestamp_ns
 from orchestrator.runstore import Run, RunStore
 from orchestrator.supervisor.follower import split_lines
-from orchestrator.supervisor.progress import line_timestamp_ns, timestamp_ns
 
 
 class RunSummary(BaseModel):

@@ -31,50 +31,14 @@ from pydantic import BaseModel
 
 from orchestrator.errors import RunLocked, RunStoreError
 from orchestrator.paths import state_dir
+from orchestrator.redact import REDACTED, is_secret_name, redact
+
+__all__ = ["REDACTED", "Run", "RunStore", "is_secret_name", "redact"]
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
-SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
-REDACTED = "<redacted>"
 # A supervisor writes its heartbeat every HEARTBEAT_S; a lock older than STALE_S is dead.
 HEARTBEAT_S = 2.0
 STALE_S = 15.0
-
-
-# -- redaction ------------------------------------------------------------------------------
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME_RE.search(name))
-
-
-def redact(value: Any) -> Any:
-    """A copy of `value` with secrets replaced.
-
-    Mapping keys that name a secret (TOKEN, KEY, SECRET, PASSWORD) lose their value, and so do
-    `NAME=value` strings inside lists (the shape of `docker inspect`'s `Config.Env` and of
-    `docker run -e` arguments).
-    """
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    if isinstance(value, Mapping):
-        return {
-            k: (REDACTED if is_secret_name(str(k)) and _is_scalar(v) else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact_assignment(v) if isinstance(v, str) else redact(v) for v in value]
-    return value
-
-
-def _is_scalar(v: Any) -> bool:
-    return isinstance(v, str | int | float | bool) or v is None
-
-
-def _redact_assignment(text: str) -> str:
-    name, sep, _ = text.partition("=")
-    if sep and name and " " not in name and is_secret_name(name):
-        return f"{name}={REDACTED}"
-    return text
 
 
 # -- run ids and folders --------------------------------------------------------------------

@@ -7,8 +7,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import (
+    console,
+    err_console,
+    harmless,
+    plain,
+    print_json,
+    styled,
+)
 from orchestrator.errors import UnhealthyCluster
 from orchestrator.inventory import load_inventory, resolve_inventory_path
 from orchestrator.models.inventory import Inventory
@@ -36,7 +44,7 @@ def open_inventory(path: str | None, *, quiet: bool = False) -> Inventory:
     """Resolve and load the inventory, saying in one line which one was chosen."""
     resolved, note = resolve_inventory_path(path)
     if not quiet:
-        err_console.print(f"[dim]{note}[/]", soft_wrap=True)
+        err_console.print(styled("dim", "", note), soft_wrap=True)
     return load_inventory(resolved)
 
 
@@ -56,13 +64,17 @@ def _fabric(row: NodeCheck) -> str:
 
 def render_check(report: CheckReport) -> Table:
     """One row per node; columns fold rather than truncate, so a narrow terminal loses nothing."""
-    table = Table(title=f"inventory check: {report.inventory}", title_justify="left")
+    table = Table(title=plain(f"inventory check: {report.inventory}"), title_justify="left")
     local = report.connection == "local"
     for col in ("rank", "node", "status", "host", "mem GiB free/avail/total", "docker", "GPU"):
         table.add_column(col, overflow="fold")
     table.add_column("fabric", overflow="fold")
     for row in report.nodes:
-        status = "[green]ok[/]" if row.healthy else f"[red]{row.reason or 'unhealthy'}[/]"
+        status = (
+            Text("ok", style="green")
+            if row.healthy
+            else styled("red", "", row.reason or "unhealthy")
+        )
         host = " ".join(x for x in (row.hostname, row.arch, row.kernel) if x) or "-"
         mem = (
             f"{_gib(row.mem_free)} / {_gib(row.mem_available)} / {_gib(row.mem_total)}"
@@ -71,13 +83,13 @@ def render_check(report: CheckReport) -> Table:
         )
         table.add_row(
             str(row.rank),
-            f"{row.node} {row.address}",
+            plain(f"{row.node} {row.address}"),
             status,
-            host,
+            plain(host),
             mem,
-            row.docker_server or ("n/a (processes)" if row.reachable and local else "-"),
-            row.gpu or "-",
-            _fabric(row),
+            plain(row.docker_server or ("n/a (processes)" if row.reachable and local else "-")),
+            plain(row.gpu or "-"),
+            plain(_fabric(row)),
         )
     return table
 
@@ -112,7 +124,12 @@ def check(
         console.print(render_check(report))
         for row in report.nodes:
             for problem in row.problems:
-                err_console.print(f"[red]rank {row.rank} {row.node}:[/] {problem}", soft_wrap=True)
+                err_console.print(
+                    Text.assemble(
+                        (harmless(f"rank {row.rank} {row.node}: "), "red"), harmless(problem)
+                    ),
+                    soft_wrap=True,
+                )
     if not report.healthy:
         bad = [f"{r.node} ({r.reason or 'unhealthy'})" for r in report.nodes if not r.healthy]
         raise UnhealthyCluster(
@@ -142,18 +159,20 @@ def show(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(inventory_view(inv))
         return
-    table = Table(title=f"{inv.name} ({inv.connection.value}): {inv.path}", title_justify="left")
+    table = Table(
+        title=plain(f"{inv.name} ({inv.connection.value}): {inv.path}"), title_justify="left"
+    )
     for col in ("rank", "node", "address", "user", "fabric", "mgmt", "ib_hca", "docker_host"):
         table.add_column(col)
     for n in inv.nodes:
         table.add_row(
             str(n.rank),
-            n.name,
-            f"{n.address}:{n.port}",
-            n.user,
-            n.fabric_iface,
-            n.mgmt_iface or "-",
-            ",".join(n.ib_hca) or "-",
-            n.docker_host or "-",
+            plain(n.name),
+            plain(f"{n.address}:{n.port}"),
+            plain(n.user),
+            plain(n.fabric_iface),
+            plain(n.mgmt_iface or "-"),
+            plain(",".join(n.ib_hca) or "-"),
+            plain(n.docker_host or "-"),
         )
     console.print(table)

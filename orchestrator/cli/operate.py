@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.live import Live
+from rich.text import Text
 
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
@@ -18,9 +19,10 @@ from orchestrator.cli.runs import RunOpt, pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
-from orchestrator.runstore import RunStore
+from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
-from orchestrator.supervisor.view import render_table
+from orchestrator.supervisor.table import BootTable
+from orchestrator.wording import plural
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
 
@@ -33,25 +35,54 @@ def status(
     ] = False,
     json_out: JsonOpt = False,
     interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="every column of the table, however wide")
+    ] = False,
 ) -> None:
     """One row per rank: phase, load progress, memory, barrier slack, last line.
 
     From the running supervisor's status.json when one is alive, else derived live from the
     nodes (the table's title says which)."""
-    ctx = load_context(pick_run(store_for(inventory), run))
+    picked = pick_run(store_for(inventory), run)
+    if (early := not_started(picked)) is not None:
+        if not watch or json_out:
+            console.print(early, markup=False)
+            return
+        with Live(Text(early), console=console, refresh_per_second=4) as live:
+            try:
+                while (early := not_started(picked)) is not None:
+                    live.update(Text(early, no_wrap=True, overflow="ellipsis"))
+                    time.sleep(min(interval, 1.0))
+            except KeyboardInterrupt:
+                return
+    ctx = load_context(picked)
     if json_out:
         print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
         return
     if not watch:
-        console.print(render_table(asyncio.run(current_view(ctx))))
+        console.print(BootTable(asyncio.run(current_view(ctx)), wide=wide), soft_wrap=wide)
         return
-    with Live(console=console, refresh_per_second=2, screen=False) as live:
+    # Laid out again at every refresh (4 a second), so a resized terminal gets its own layout
+    # within a quarter second, between two asks of the nodes.
+    with Live(console=console, refresh_per_second=4, screen=False) as live:
         try:
             while True:
-                live.update(render_table(asyncio.run(current_view(ctx))))
+                live.update(BootTable(asyncio.run(current_view(ctx)), wide=wide))
                 time.sleep(interval)
         except KeyboardInterrupt:
             return
+
+
+def not_started(run: Run) -> str | None:
+    """A run still before its ranks (the twin's weights, preflight): a line saying what it is
+    doing. None once it has ranks, or once it has ended without them (`load_context` says so)."""
+    if (run.dir / "verdict.json").exists():
+        return None
+    if run.manifest_path.exists() and (run.read_manifest().get("plans") or {}).get("launch"):
+        return None
+    steps = [e for e in run.events() if e.get("kind") == "step"]
+    doing = f"{steps[-1].get('step', '')} {steps[-1].get('detail', '')}" if steps else "starting"
+    return f"run {run.id}: no ranks yet; {doing.strip()}…"
 
 
 def supervise(
@@ -88,9 +119,14 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
 
     report = asyncio.run(stop_run(ctx))
     gone = f"; {len(report.gone)} already gone" if report.gone else ""
+    # The built-in simulated cluster runs its ranks as local processes, not containers.
+    ended = (
+        f"stopped {plural(len(report.removed), 'process')}"
+        if ctx.simulated
+        else f"removed {plural(len(report.removed), 'container')}"
+    )
     console.print(
-        f"run {r.id}: saved logs of {len(report.saved)} ranks into {r.dir}; "
-        f"removed {len(report.removed)} containers{gone}"
+        f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; {ended}{gone}"
     )
     for p in report.problems:
         err_console.print(f"[red]{p}[/]")
@@ -157,4 +193,4 @@ def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
     run = store.open(run_id)
     verdict = run_dir / "verdict.json"
     outcome = json.loads(verdict.read_text()).get("outcome") if verdict.exists() else None
-    return outcome == "READY" or run.supervisor_alive()
+    return outcome in ("READY", "SMOKE_FAILED") or run.supervisor_alive()  # both serve

@@ -14,6 +14,7 @@ from rich.table import Table
 from orchestrator.cli.output import console, print_json
 from orchestrator.models.recipe import Recipe
 from orchestrator.recipes import find_recipe, list_recipes, load_recipe
+from orchestrator.redact import redact
 
 app = typer.Typer(
     help="The recipes: what to serve, with which engine, image, flags and timeouts.",
@@ -103,7 +104,7 @@ def group_flags(argv: list[str]) -> list[str | _Flow]:
 
 def render_yaml(recipe: Recipe) -> str:
     """The resolved recipe as YAML, keys in the model's order, one flag and its values a line."""
-    data: dict[str, Any] = recipe.model_dump(mode="json")
+    data: dict[str, Any] = redact(recipe.model_dump(mode="json"))
     for key in ("args", "worker_args"):
         data[key] = group_flags(data[key])
     data["entrypoint"] = _Flow(data["entrypoint"])

@@ -19,16 +19,30 @@ Times without a zone are taken as UTC (containers run in UTC).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from orchestrator.dialects.base import Marker
+from orchestrator.dialects.reader import PHASE_MARKERS
+from orchestrator.dialects.timestamps import docker_timestamp, engine_timestamp, parse_timestamp
 from orchestrator.postmortem.model import PHASES
 from orchestrator.postmortem.signatures import SignatureSet
+
+__all__ = [
+    "MARKERS",
+    "FileScan",
+    "Line",
+    "Match",
+    "ScanJob",
+    "docker_timestamp",
+    "engine_timestamp",
+    "parse_timestamp",
+    "scan_file",
+    "scan_files",
+]
 
 BLOCK = 8 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a "line" longer than this is cut (a binary file, not a log)
@@ -36,152 +50,9 @@ KEEP_PER_SIGNATURE = 12  # matches kept per signature and file (all are counted)
 BACK_LINES = 64  # how far back a stampless line looks for a time
 TEXT_CAP = 2000  # characters of a line kept as evidence
 
-# -- timestamps ---------------------------------------------------------------------------------
-
-_DOCKER_TS = re.compile(
-    rb"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) "
-)
-_ISO = re.compile(
-    r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?"
-)
-_VLLM = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-_GLOG = re.compile(r"\[[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-    )
-}
-_SYSLOG = re.compile(
-    r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d):(\d\d):(\d\d)"
-)
-_CTIME = re.compile(
-    r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-    r" +(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})\]"
-)
-_HEAD = 160  # engine stamps sit at the start of a line (after a process prefix at most)
-
-
-def _epoch(
-    y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | bytes | None, zone: str | None
-) -> float | None:
-    try:
-        base = datetime(y, mo, d, h, mi, s, tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
-    if frac:
-        base += int(frac) / 10 ** len(frac)
-    if zone and zone not in ("Z", "z"):
-        sign = -1 if zone[0] == "+" else 1
-        digits = zone[1:].replace(":", "")
-        base += sign * (int(digits[:2]) * 3600 + int(digits[2:4]) * 60)
-    return base
-
-
-def docker_timestamp(line: bytes) -> tuple[float | None, int]:
-    """(epoch, length of the prefix) for a `docker logs --timestamps` line, else (None, 0)."""
-    m = _DOCKER_TS.match(line)
-    if not m:
-        return None, 0
-    g = m.groups()
-    ts = _epoch(
-        int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7].decode()
-    )
-    return ts, m.end()
-
-
-def parse_timestamp(value: str) -> float | None:
-    """An ISO-8601 / RFC 3339 string (docker's nanoseconds included) as epoch seconds."""
-    m = _ISO.match(value.strip())
-    if not m:
-        return None
-    g = m.groups()
-    if g[0] == "0001":  # docker's zero time: never finished / never started
-        return None
-    return _epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
-
-
-def engine_timestamp(text: str, year: int | None) -> tuple[float | None, int | None]:
-    """The engine's own stamp near the start of `text`: (epoch, year it implies) or (None, None).
-
-    A full date also returns its year, so later yearless stamps in the file can borrow it.
-    """
-    head = text[:_HEAD]
-    if m := _ISO.search(head):
-        g = m.groups()
-        y = int(g[0])
-        return _epoch(y, int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7]), y
-    if m := _CTIME.match(head):
-        y = int(m.group(6))
-        ts = _epoch(
-            y, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)), int(m.group(4)),
-            int(m.group(5)), None, None,
-        )  # fmt: skip
-        return ts, y
-    fallback = year or datetime.now(UTC).year
-    if m := _VLLM.search(head):
-        mo, d, h, mi, s = (int(x) for x in m.groups())
-        return _epoch(fallback, mo, d, h, mi, s, None, None), None
-    if m := _GLOG.search(head):
-        g = m.groups()
-        ts = _epoch(fallback, int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), g[5], None)
-        return ts, None
-    if m := _SYSLOG.match(head):
-        ts = _epoch(
-            fallback, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)), int(m.group(4)),
-            int(m.group(5)), None, None,
-        )  # fmt: skip
-        return ts, None
-    return None, None
-
-
-# -- milestones -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A boot milestone: the phase it proves, the engine dialect, a keyword and the exact regex."""
-
-    name: str
-    phase: str
-    engine: str | None
-    keyword: bytes
-    regex: re.Pattern[str]
-
-
-def _m(name: str, phase: str, engine: str | None, keyword: str, regex: str) -> Marker:
-    return Marker(name, phase, engine, keyword.encode(), re.compile(regex))
-
-
-# The stable parts of real lines kept in tests/fixtures/engine-lines/ (sglang.yaml, vllm.yaml).
-# Few on purpose: each one still unseen costs a substring pass per block. Both engines print
-# `Application startup complete` when they serve (uvicorn), so that one stands for "ready" with
-# SGLang's own line.
-MARKERS: tuple[Marker, ...] = (
-    _m("server_args", "initializing", "sglang", "server_args=", r"server_args="),
-    _m("server_args", "initializing", "vllm", "non-default args", r"non-default args"),
-    _m("server_args", "initializing", "vllm", "Initializing an LLM engine", r"Initializing an LLM"),
-    _m(
-        "dist_init",
-        "initializing",
-        "sglang",
-        "Init torch distributed",
-        r"Init torch distributed ends",
-    ),
-    _m("load_begin", "loading", "sglang", "Load weight begin", r"Load weight begin"),
-    _m("load_begin", "loading", "vllm", "Starting to load model", r"Starting to load model"),
-    _m("shards", "loading", None, "checkpoint shards", r"Loading safetensors checkpoint shards"),
-    _m("load_end", "loaded", "sglang", "Load weight end", r"Load weight end\."),
-    _m("load_end", "loaded", "vllm", "Loading weights took", r"Loading weights took"),
-    _m("load_end", "loaded", "vllm", "Model loading took", r"Model loading took"),
-    _m("warmup", "warming", "sglang", "KV Cache is allocated", r"KV Cache is allocated"),
-    _m("warmup", "warming", "sglang", "Capture cuda graph", r"Capture cuda graph begin"),
-    _m("warmup", "warming", "vllm", "Available KV cache memory", r"Available KV cache memory: \d"),
-    _m("warmup", "warming", "vllm", "init engine (profile", r"init engine \(profile"),
-    _m("ready", "serving", "sglang", "fired up and ready to roll", r"fired up and ready to roll"),
-    _m("ready", "serving", None, "Application startup complete", r"Application startup complete"),
-)
-
+# The boot milestones are the engines' dialect tables (`orchestrator.dialects`), the same rows
+# the supervisor folds; each row still unseen costs a substring pass per block.
+MARKERS: tuple[Marker, ...] = PHASE_MARKERS
 
 # -- scan results ----------------------------------------------------------------------------------
 
@@ -219,8 +90,11 @@ class FileScan:
     def phase(self) -> str:
         best = "starting" if self.lines else "pending"
         for m in MARKERS:
-            if m.name in self.markers and PHASES.index(m.phase) > PHASES.index(best):
-                best = m.phase
+            phase = m.phase
+            if phase is None or m.milestone.value not in self.markers:
+                continue
+            if PHASES.index(phase.value) > PHASES.index(best):
+                best = phase.value
         return best
 
 
@@ -353,23 +227,25 @@ def scan_file(
             found_markers: list[tuple[int, int, Marker]] = []
             if wanted:
                 still: list[Marker] = []
-                seen_names = {m.name for _, _, m in found_markers}
+                seen_names = {m.milestone.value for _, _, m in found_markers}
                 for marker in wanted:
-                    if marker.name in result.markers or marker.name in seen_names:
+                    name = marker.milestone.value
+                    if name in result.markers or name in seen_names:
                         continue
-                    i = find(marker.keyword)
+                    needle = marker.keyword.encode()
+                    i = find(needle)
                     hit = False
                     while i >= 0:
                         ls = rfind(b"\n", 0, i) + 1
                         le = find(b"\n", i)
                         le = len(chunk) if le < 0 else le
                         seg = chunk[ls:le].decode("utf-8", "replace")
-                        if marker.regex.search(seg):
+                        if marker.says(seg):
                             found_markers.append((ls, le, marker))
-                            seen_names.add(marker.name)
+                            seen_names.add(name)
                             hit = True
                             break
-                        i = find(marker.keyword, le)
+                        i = find(needle, le)
                     if not hit:
                         still.append(marker)
                 wanted = still
@@ -422,10 +298,10 @@ def scan_file(
                 ts, text = _line_time(chunk, ls, le, state)
                 if ts is None:
                     ts = _time_before(chunk, ls, state)
-                pos_kw = text.find(marker.keyword.decode())
+                pos_kw = text.find(marker.keyword)
                 line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
-                if marker.name not in result.markers:
-                    result.markers[marker.name] = line
+                if marker.milestone.value not in result.markers:
+                    result.markers[marker.milestone.value] = line
                 if marker.engine:
                     result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
             # 5. the file's edges, and the time carried into the next chunk

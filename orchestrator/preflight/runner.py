@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from orchestrator.facts import (
     FactsRequest,
+    NodeFacts,
     TransportFactory,
     add_peers,
     close_transports,
@@ -39,6 +40,7 @@ async def run_preflight(
     image_will_be_pushed: bool = False,
     image_ready: Mapping[str, bool] | None = None,
     peers: bool | None = None,
+    on_node: Callable[[NodeFacts], None] | None = None,
 ) -> PreflightResult:
     """Gather facts, plan, test the rendezvous port for real, judge; write the run directory.
 
@@ -56,7 +58,7 @@ async def run_preflight(
     )
     transports = open_transports(inventory, options or ConnectOptions(), factory)
     try:
-        facts = await gather_facts(inventory, transports, request)
+        facts = await gather_facts(inventory, transports, request, on_node)
         missing_image = any(f.image is not None and not f.image.present for f in facts)
         if peers or (peers is None and docker and missing_image and len(inventory.nodes) > 1):
             facts = await add_peers(inventory, transports, facts)

@@ -21,6 +21,7 @@ from orchestrator.errors import (
     NodeError,
     NodeUnreachable,
 )
+from orchestrator.launch import with_secret_env
 from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
 from orchestrator.transport import CommandResult, Transport
 
@@ -52,11 +53,12 @@ class DockerRuntime:
         timeout_s: float,
         check: bool = False,
         label: str | None = None,
+        stdin: bytes | None = None,
     ) -> CommandResult:
         """`transport.run`, bounded as a whole (channel open included)."""
         try:
             return await asyncio.wait_for(
-                self._t(spec).run(argv, timeout_s=timeout_s, check=check),
+                self._t(spec).run(argv, timeout_s=timeout_s, check=check, stdin=stdin),
                 timeout_s + OPEN_GRACE_S,
             )
         except TimeoutError:
@@ -74,7 +76,9 @@ class DockerRuntime:
                 where=f"rank {spec.rank}",
                 hint="rank containers must outlive their process so their logs survive",
             )
-        result = await self._run(spec, spec.docker_run, timeout_s=120)
+        # Secrets travel on the channel's stdin, never on the node's command line (launch.py).
+        argv, stdin = with_secret_env(spec.docker_run, spec.env)
+        result = await self._run(spec, argv, timeout_s=120, stdin=stdin, label="docker run")
         if not result.ok:
             raise BootFailed(
                 f"`docker run` failed on {spec.node.name} (exit {result.exit_status}): "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.models.run import (
     Event,
@@ -36,7 +37,6 @@ from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import sample_fields
 from orchestrator.supervisor.follower import Follower
-from orchestrator.supervisor.progress import timestamp_ns
 from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
