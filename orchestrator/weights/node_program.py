@@ -30,6 +30,7 @@ import hashlib
 import json
 import mmap
 import os
+import select
 import shutil
 import sys
 import time
@@ -170,13 +171,53 @@ def _send_file(root: str, entry: dict[str, Any], out: BinaryIO) -> None:
 # -- recv ------------------------------------------------------------------------------------
 
 
-def _read_exact(inp: BinaryIO, n: int) -> bytes:
-    buf = inp.read(n)
-    return buf if buf is not None else b""
+class Reader:
+    """The incoming stream, read straight from its file descriptor with a deadline: a receiver
+    cut off from its sender (a dead link leaves sshd's session open for hours) gives up after
+    `idle_s` without a byte and lets go of the destination's lock."""
+
+    def __init__(self, inp: BinaryIO, idle_s: float | None) -> None:
+        self.inp = inp
+        self.idle_s = idle_s
+        self.buf = bytearray()
+        try:
+            self.fd: int | None = inp.fileno()
+        except (OSError, ValueError, AttributeError):
+            self.fd = None  # an in-memory stream (tests): no deadline needed
+
+    def _fill(self) -> bool:
+        if self.fd is None:
+            chunk = self.inp.read(CHUNK)
+        else:
+            if self.idle_s is not None:
+                ready, _, _ = select.select([self.fd], [], [], self.idle_s)
+                if not ready:
+                    raise Fail(f"no byte arrived for {self.idle_s:g} s: the stream stopped", 4)
+            chunk = os.read(self.fd, CHUNK)
+        self.buf += chunk
+        return bool(chunk)
+
+    def read(self, n: int) -> bytes:
+        """Up to n bytes (fewer only at the end of the stream)."""
+        if not self.buf:
+            self._fill()
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buf:
+            if len(self.buf) > 1 << 24 or not self._fill():
+                break
+        end = self.buf.find(b"\n")
+        end = len(self.buf) if end < 0 else end + 1
+        out = bytes(self.buf[:end])
+        del self.buf[:end]
+        return out
 
 
-def _json_line(inp: BinaryIO) -> dict[str, Any] | None:
-    raw = inp.readline(1 << 24)
+def _json_line(inp: Reader) -> dict[str, Any] | None:
+    raw = inp.readline()
     if not raw:
         return None
     if not raw.endswith(b"\n"):
@@ -190,6 +231,21 @@ def _json_line(inp: BinaryIO) -> dict[str, Any] | None:
     return obj
 
 
+def _lock(path: str, dest: str, node: str, wait_s: float) -> Any:
+    """The destination's lock; waits up to `wait_s` for a cut-off receiver to give up."""
+    lock = open(path, "a")  # noqa: SIM115 (held until exit)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except OSError:
+            if time.monotonic() >= deadline:
+                lock.close()
+                raise Fail(f"another push is writing {dest} on {node}", 3) from None
+            time.sleep(0.2)
+
+
 def _sweep_incoming(meta: str) -> None:
     """Temporary files of earlier pushes that died (we hold the lock: nobody writes them)."""
     inc = os.path.join(meta, "incoming")
@@ -198,21 +254,19 @@ def _sweep_incoming(meta: str) -> None:
             shutil.rmtree(os.path.join(inc, name), ignore_errors=True)
 
 
-def recv(spec: dict[str, Any], tag: str, node: str, inp: BinaryIO) -> int:
+def recv(spec: dict[str, Any], tag: str, node: str, raw: BinaryIO) -> int:
     """Write the stream's files under spec["dest"], each under a temporary name first, renamed
     into place once complete and its sha256 matched; record each verified file at once (so a
     stream that breaks keeps what arrived whole)."""
     dest = spec["dest"]
     meta = os.path.join(dest, META)
+    idle = spec.get("idle_s")
+    inp = Reader(raw, float(idle) if idle else None)
     try:
         os.makedirs(meta, exist_ok=True)
-        lock = open(os.path.join(meta, "lock"), "a")  # noqa: SIM115 (held until exit)
+        held = _lock(os.path.join(meta, "lock"), dest, node, float(idle) + 5 if idle else 0.0)
     except OSError as exc:
         raise Fail(f"cannot create {meta}: {exc.strerror}", 3) from None
-    try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        raise Fail(f"another push is writing {dest} on {node}", 3) from None
     _sweep_incoming(meta)
     inc = os.path.join(meta, "incoming", tag)
     os.makedirs(inc)
@@ -241,7 +295,7 @@ def recv(spec: dict[str, Any], tag: str, node: str, inp: BinaryIO) -> int:
             try:
                 with open(tmp, "wb") as f:
                     while left > 0:
-                        chunk = _read_exact(inp, min(CHUNK, left))
+                        chunk = inp.read(min(CHUNK, left))
                         if not chunk:
                             raise Fail(
                                 f"the stream ended inside {rel} after {size - left} of "
@@ -282,6 +336,7 @@ def recv(spec: dict[str, Any], tag: str, node: str, inp: BinaryIO) -> int:
             save_state(dest, state)
         except OSError as exc:
             print(f"cannot record what was verified in {meta}: {exc.strerror}")
+        held.close()  # the lock goes with it
     summary = summarize(dest, state)
     print(
         f"received {files} files ({nbytes} bytes), {good} verified, {bad} bad; "

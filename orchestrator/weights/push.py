@@ -253,6 +253,8 @@ class _Push:
         return {
             "dest": self.dest,
             "root": root,
+            # a receiver cut off from its sender gives up after the round's stall window
+            "idle_s": self.options.stall_timeout_s * 2 + 10,
             "send": list(paths),
             "manifest": self.manifest.as_json(),
         }

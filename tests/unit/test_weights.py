@@ -448,3 +448,20 @@ def test_the_allowed_root_is_an_inventory_variable(
         ]
     )
     assert code == 2 and "outside the allowed root /srv/w" in capsys.readouterr().err
+
+
+def test_a_receiver_cut_off_from_its_sender_gives_up_and_lets_go_of_the_lock(
+    tmp_path: Path,
+) -> None:
+    r, w = os.pipe()
+    try:
+        with open(r, "rb", buffering=0) as inp:
+            os.write(w, json.dumps({"t": "file", "path": "a", "size": 10}).encode() + b"\n12345")
+            with pytest.raises(prog.Fail, match="no byte arrived for 0.3 s"):
+                prog.recv({"dest": str(tmp_path / "d"), "idle_s": 0.3}, "t9", "n1", inp)
+    finally:
+        os.close(w)
+    assert not (tmp_path / "d" / "a").exists()
+    # The lock is free again: the next push to the same destination proceeds.
+    rc, _ = recv({"dest": str(tmp_path / "d")}, b'{"t":"end"}\n')
+    assert rc == 0
