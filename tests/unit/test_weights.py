@@ -457,7 +457,7 @@ def test_a_receiver_cut_off_from_its_sender_gives_up_and_lets_go_of_the_lock(
     try:
         with open(r, "rb", buffering=0) as inp:
             os.write(w, json.dumps({"t": "file", "path": "a", "size": 10}).encode() + b"\n12345")
-            with pytest.raises(prog.Fail, match="no byte arrived for 0.3 s"):
+            with pytest.raises(prog.Fail, match=r"no byte arrived for 0\.3 s"):
                 prog.recv({"dest": str(tmp_path / "d"), "idle_s": 0.3}, "t9", "n1", inp)
     finally:
         os.close(w)
