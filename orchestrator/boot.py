@@ -154,6 +154,10 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     twin = make_twin(
         real, options.sim_scale, python=sys.executable, weights_dir=str(weights), **extra
     )
+    if options.simulate:
+        # The ranks import this package from the read-only mount `host_python` adds, whatever
+        # makes it importable here (an editable install may point at another checkout).
+        twin = twin.model_copy(update={"env": {**twin.env, "PYTHONPATH": str(_package_root())}})
     if options.sim_env:
         twin = twin.model_copy(update={"env": {**twin.env, **options.sim_env}})
     if options.simulate and options.sim_docker_extra:
@@ -168,12 +172,16 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     return twin, twin_record(real, twin)
 
 
+def _package_root() -> Path:
+    """The folder that holds this `orchestrator` package."""
+    return Path(__file__).resolve().parent.parent
+
+
 def host_python() -> list[str]:
     """Read-only mounts that let a small image run this machine's Python and this package
     (TESTBED.md: a busybox image with the host's /usr, /lib and the Python install mounted)."""
     mounts = {"/usr", "/lib", "/lib64", "/etc/ssl", sys.base_prefix, sys.prefix}
-    package = Path(__file__).resolve().parent.parent
-    mounts.add(str(package))
+    mounts.add(str(_package_root()))
     return [f"{m}:{m}:ro" for m in sorted(mounts) if Path(m).exists()]
 
 

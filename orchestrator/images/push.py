@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import _Ctx, chain_script
@@ -30,7 +31,7 @@ from orchestrator.images.model import (
     SourceKind,
     TransportFactory,
 )
-from orchestrator.images.nodes import docker_argv, gather_states, run_bounded
+from orchestrator.images.nodes import gather_states, run_bounded
 from orchestrator.images.plan import choose_mode, compression_pays, plan_push
 from orchestrator.images.pump import _Stream
 from orchestrator.images.readiness import probe_exec_ready
@@ -283,7 +284,7 @@ async def _verify(
 
     async def one(name: str) -> tuple[bool, str, str | None]:
         node = ctx.node(name)
-        probe = image_inspect_probe(ctx.reference, docker_argv(node))
+        probe = image_inspect_probe(ctx.reference, DockerCli.of(node))
         try:
             facts = probe.read(await run_bounded(ctx.transports[name], probe.argv, timeout))
         except ClusterError as exc:

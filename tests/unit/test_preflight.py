@@ -580,7 +580,7 @@ def fake_cluster(
                 return replies["listener" if "listen(128)" in argv[2] else "connector"]
             if argv[0] == "sh":
                 name = argv[3] if len(argv) > 3 else "rdma"
-                if "docker ps" in argv[2]:
+                if "ps --no-trunc" in argv[2]:
                     name = "containers"
                 elif name == "df-probe":
                     name = "df"

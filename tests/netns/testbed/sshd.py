@@ -79,9 +79,16 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 MaxStartups 100:30:200
-SetEnv DOCKER_HOST={nd.docker_host} PATH={nd.node_path}
+{self._set_env(nd)}
 Subsystem sftp internal-sftp
 """
+
+    def _set_env(self, nd: Node) -> str:
+        """sshd's `SetEnv` line: PATH, and DOCKER_HOST unless the session setting hides it."""
+        env = f"PATH={nd.node_path}"
+        if self.session().docker_env:
+            env = f"DOCKER_HOST={nd.docker_host} {env}"
+        return f"SetEnv {env}"
 
     def _spawn_sshd(self, nd: Node) -> dict[str, Any]:
         argv = [
