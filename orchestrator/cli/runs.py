@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import ConfigError, RunStoreError
@@ -15,7 +16,11 @@ from orchestrator.runstore import Run, RunStore
 
 RunOpt = Annotated[
     str | None,
-    typer.Option("--run", help="run id or run directory (default: the newest run)"),
+    typer.Option(
+        "--run",
+        help="run id or run directory (default: the newest run)",
+        autocompletion=complete_run,
+    ),
 ]
 
 
