@@ -17,9 +17,9 @@ from rich.text import Text
 
 from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
-from orchestrator.errors import BootFailed, ConfigError
+from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
@@ -44,7 +44,10 @@ def status(
         bool, typer.Option("--watch", "-w", help="refresh in place until Ctrl-C")
     ] = False,
     json_out: JsonOpt = False,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="seconds between refreshes (at least 0.2)", min=0.2),
+    ] = 2.0,
     wide: Annotated[
         bool, typer.Option("--wide", help="every column of the table, however wide")
     ] = False,
@@ -149,12 +152,17 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
         else f"removed {plural(len(report.removed), 'container')}"
     )
     console.print(
-        f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; {ended}{gone}"
+        plain(
+            f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; "
+            f"{ended}{gone}"
+        ),
+        soft_wrap=True,
     )
     for p in report.problems:
-        err_console.print(f"[red]{p}[/]")
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if report.problems:
-        raise BootFailed(
+        # A node that could not be asked is exit 3 (docs/exit-codes.md), as for every command.
+        raise UnhealthyCluster(
             f"{len(report.problems)} rank(s) not stopped cleanly",
             where=f"run {r.id}",
             hint="what could not be saved was not removed; run `cluster stop` again",
@@ -169,7 +177,12 @@ def parse_age(text: str) -> timedelta:
     if not m:
         raise ConfigError(f"--older-than {text!r}: expected e.g. 30m, 12h, 7d")
     n, unit = int(m.group(1)), m.group(2)
-    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    try:
+        return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    except OverflowError:
+        raise ConfigError(
+            f"--older-than {text}: more than {timedelta.max.days:,} days, the longest age there is"
+        ) from None
 
 
 def prune_cmd(
@@ -186,7 +199,10 @@ def prune_cmd(
     store = RunStore(inv.runs_dir)
     from orchestrator.stop import find_leftovers, prune
 
-    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
+    problems: list[str] = []
+    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than), problems=problems))
+    for p in problems:
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if not include_serving:
         # Never a boot that is serving or still supervised: that is `cluster stop`'s job.
         busy = {x.run_id for x in leftovers if _serving_or_supervised(store, x.run_id)}
@@ -197,16 +213,30 @@ def prune_cmd(
             )
         leftovers = [x for x in leftovers if x.run_id not in busy]
     if not leftovers:
+        if problems:  # "nothing to prune" would be a guess about the nodes we could not ask
+            raise _prune_incomplete(problems)
         console.print("nothing to prune")
         return
     for item in leftovers:
         console.print(
-            f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            plain(
+                f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            ),
+            soft_wrap=True,
         )
     if not yes and not typer.confirm(f"save logs and remove these {len(leftovers)} containers?"):
         raise typer.Abort()
     for line in asyncio.run(prune(inv, leftovers, store)):
-        console.print(line)
+        console.print(plain(line), soft_wrap=True)
+    if problems:
+        raise _prune_incomplete(problems)
+
+
+def _prune_incomplete(problems: list[str]) -> UnhealthyCluster:
+    return UnhealthyCluster(
+        f"{len(problems)} node(s) or container(s) not pruned (listed above)",
+        hint="what was found elsewhere was pruned; run `cluster prune` again once they answer",
+    )
 
 
 def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
