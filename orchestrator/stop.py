@@ -109,8 +109,13 @@ class Leftover:
 
 
 async def _list_leftovers(
-    inventory: Inventory, transports: Mapping[str, Transport], problems: list[str]
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    problems: list[str] | None = None,
 ) -> list[Leftover]:
+    """Every node's leftovers; a node that could not be asked is a line in `problems`."""
+    problems = [] if problems is None else problems
+
     async def one(node_name: str) -> list[Leftover]:
         result = await transports[node_name].run(
             DockerCli.of(inventory.node(node_name)).ps_labelled(LABEL_RUN),
