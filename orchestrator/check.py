@@ -168,7 +168,9 @@ async def check_inventory(
 ) -> CheckReport:
     """Check every node at once. `factory` makes a node's transport (a fake in core tests)."""
     make = factory or (lambda n: transport_for(inventory, n, options))
-    outcomes = await settle(inventory.nodes, lambda n: check_node(inventory, n, make(n)))
+    outcomes = await settle(
+        inventory.nodes, lambda n: check_node(inventory, n, make(n)), limit=options.fanout
+    )
     rows = []
     for outcome in outcomes:
         if outcome.value is not None:

@@ -228,6 +228,22 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+RUN_FILES = ("manifest.json", "events.jsonl", "status.json", "verdict.json", "preflight.json")
+
+
+def looks_like_run(path: Path) -> bool:
+    """A folder `cluster` wrote a run into (or a copy of one), not any folder (`--run /etc`)."""
+    if any((path / name).is_file() for name in RUN_FILES):
+        return True
+    try:
+        return any(
+            p.name.startswith("rank-") and p.name[5:].isdigit() and p.is_dir()
+            for p in path.iterdir()
+        )
+    except OSError:
+        return False
+
+
 class RunStore:
     """All runs under one folder."""
 
@@ -256,6 +272,13 @@ class RunStore:
                 f"no run {ref}",
                 where=str(self.root),
                 hint="`cluster runs` lists the runs; a copied run can be given by its path",
+            )
+        named_here = RUN_ID_RE.match(path.name) and path.resolve().parent == self.root.resolve()
+        if not (named_here or looks_like_run(path)):
+            raise RunStoreError(
+                "not a run directory (no manifest.json, events.jsonl, status.json or rank-N/)",
+                where=str(path),
+                hint="`cluster runs` lists the runs; --logs FILE... reads loose log files",
             )
         return Run(path.name, path)
 

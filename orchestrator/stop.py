@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,11 +19,12 @@ from orchestrator.launch import LABEL_RUN
 from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.runctx import RunContext
-from orchestrator.runstore import Run, RunStore
+from orchestrator.runstore import RUN_ID_RE, Run, RunStore
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.status import runtime_for
+from orchestrator.terminal import harmless
 from orchestrator.transport import ConnectOptions, Transport
 
 
@@ -107,8 +109,13 @@ class Leftover:
 
 
 async def _list_leftovers(
-    inventory: Inventory, transports: Mapping[str, Transport]
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    problems: list[str] | None = None,
 ) -> list[Leftover]:
+    """Every node's leftovers; a node that could not be asked is a line in `problems`."""
+    problems = [] if problems is None else problems
+
     async def one(node_name: str) -> list[Leftover]:
         result = await transports[node_name].run(
             DockerCli.of(inventory.node(node_name)).ps_labelled(LABEL_RUN),
@@ -134,9 +141,15 @@ async def _list_leftovers(
 
     results = await asyncio.gather(*(one(n.name) for n in inventory.nodes), return_exceptions=True)
     out: list[Leftover] = []
-    for r in results:
+    for node, r in zip(inventory.nodes, results, strict=True):
         if isinstance(r, list):
             out += r
+        elif isinstance(r, ClusterError):
+            problems.append(f"{node.name}: not asked: {r.line()}")
+        elif isinstance(r, ValueError | KeyError):  # not docker's JSON: say so, keep going
+            problems.append(f"{node.name}: `docker ps` output did not parse: {r}")
+        elif isinstance(r, BaseException):
+            raise r
     return out
 
 
@@ -172,26 +185,47 @@ def _process_leftovers(inventory: Inventory) -> list[Leftover]:
 
 
 async def find_leftovers(
-    inventory: Inventory, older_than: timedelta, options: ConnectOptions | None = None
+    inventory: Inventory,
+    older_than: timedelta,
+    options: ConnectOptions | None = None,
+    problems: list[str] | None = None,
 ) -> list[Leftover]:
+    """Containers (or simulated ranks) of earlier runs, at least `older_than` old. A node that
+    could not be asked, or a container whose labels are not ours, is a line in `problems`."""
+    problems = [] if problems is None else problems
     if inventory.connection is Connection.local:
         found = _process_leftovers(inventory)
     else:
         transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
         try:
-            found = await _list_leftovers(inventory, transports)
+            found = await _list_leftovers(inventory, transports, problems)
         finally:
             await close_transports(transports)
     now = datetime.now(UTC)
-    return [f for f in found if _parses(f.run_id) and run_age(f.run_id, now) >= older_than]
+    valid = []
+    for f in found:
+        if why := _invalid(f):
+            problems.append(f"{f.node}: ignored {harmless(f.container)}: {why}")
+        elif run_age(f.run_id, now) >= older_than:
+            valid.append(f)
+    return valid
 
 
-def _parses(run_id: str) -> bool:
-    try:
-        run_age(run_id, datetime.now(UTC))
-    except ValueError:
-        return False
-    return True
+_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+
+
+def _invalid(item: Leftover) -> str | None:
+    """Why a value read back from a node may not name a path or a container, else None.
+
+    Labels are whatever the node says: `cluster.run=…/../../x` must never become a folder
+    under the run store, nor a rank a file name."""
+    if not RUN_ID_RE.match(item.run_id):
+        return f"label {LABEL_RUN}={item.run_id!r} is not a run id"
+    if not item.rank.isdigit() or len(item.rank) > 6:
+        return f"label cluster.rank={item.rank!r} is not a rank"
+    if not _CONTAINER_NAME.match(item.container):
+        return "not a container name"
+    return None
 
 
 async def prune(

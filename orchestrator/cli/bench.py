@@ -10,7 +10,7 @@ from orchestrator.cli.inventory import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.cli.runs import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
-from orchestrator.runstore import RunStore
+from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DEPTHS,
@@ -126,6 +126,7 @@ def bench(
         from orchestrator.serving_bench.runs import PLOT_FILE
 
         plot_path = save_plot(report, r.dir / PLOT_FILE)
+        _refresh_metrics(r)
     if json_out:
         print_json(report)
     else:
@@ -152,6 +153,17 @@ def bench(
             where=f"run {r.id}",
             hint="the table shows each level's errors",
         )
+
+
+def _refresh_metrics(run: Run) -> None:
+    """metrics.prom gains the bench's results (with the run's last supervised view: the
+    supervisor that wrote it ended at READY, and the bench asks no node)."""
+    from orchestrator.supervisor.metrics import write_metrics
+    from orchestrator.supervisor.view import BootView
+
+    status = run.read_status()
+    if status is not None:
+        write_metrics(run, BootView.model_validate(status))
 
 
 def _compare(store: RunStore, refs: tuple[str, str], json_out: bool) -> None:

@@ -21,6 +21,7 @@ from orchestrator.errors import UnhealthyCluster
 from orchestrator.inventory import load_inventory, resolve_inventory_path
 from orchestrator.models.inventory import Inventory
 from orchestrator.transport import ConnectOptions
+from orchestrator.transport.base import DEFAULT_FANOUT, MAX_FANOUT
 
 if TYPE_CHECKING:
     from orchestrator.check import CheckReport, NodeCheck
@@ -38,6 +39,13 @@ InventoryOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
+FanoutOpt = Annotated[
+    int,
+    typer.Option(
+        "--fanout",
+        help=f"nodes asked at once (1-{MAX_FANOUT}); the rest wait their turn",
+    ),
+]
 
 
 def open_inventory(path: str | None, *, quiet: bool = False) -> Inventory:
@@ -107,14 +115,22 @@ def check(
         ),
     ] = False,
     connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake")
+        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake (> 0)")
     ] = 10.0,
+    fanout: FanoutOpt = DEFAULT_FANOUT,
 ) -> None:
     """Connect to every node in parallel; a row per node. Exit 0 only when all are healthy."""
-    inv = open_inventory(inventory, quiet=json_out)
     options = ConnectOptions(
-        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys
+        connect_timeout_s=connect_timeout,
+        accept_new_host_keys=accept_new_host_keys,
+        fanout=fanout,
     )
+    inv = open_inventory(inventory, quiet=json_out)
+    if len(inv.nodes) > fanout and not json_out:
+        err_console.print(
+            styled("dim", "", f"asking {len(inv.nodes)} nodes, {fanout} at a time (--fanout)"),
+            soft_wrap=True,
+        )
     from orchestrator.check import check_inventory  # its probes: only this command needs them
 
     report = asyncio.run(check_inventory(inv, options))

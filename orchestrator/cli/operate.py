@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -14,9 +16,9 @@ from rich.live import Live
 from rich.text import Text
 
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
-from orchestrator.errors import BootFailed, ConfigError
+from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
@@ -24,6 +26,13 @@ from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
 from orchestrator.supervisor.table import BootTable
 from orchestrator.wording import plural
+
+
+class StatusFormat(StrEnum):
+    table = "table"
+    json = "json"
+    prometheus = "prometheus"
+
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
 
@@ -35,10 +44,19 @@ def status(
         bool, typer.Option("--watch", "-w", help="refresh in place until Ctrl-C")
     ] = False,
     json_out: JsonOpt = False,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="seconds between refreshes (at least 0.2)", min=0.2),
+    ] = 2.0,
     wide: Annotated[
         bool, typer.Option("--wide", help="every column of the table, however wide")
     ] = False,
+    output: Annotated[
+        StatusFormat,
+        typer.Option(
+            "--format", help="table, json (as --json), or prometheus (metrics.prom's text)"
+        ),
+    ] = StatusFormat.table,
 ) -> None:
     """One row per rank: phase, load progress, memory, barrier slack, last line.
 
@@ -57,7 +75,12 @@ def status(
             except KeyboardInterrupt:
                 return
     ctx = load_context(picked)
-    if json_out:
+    if output is StatusFormat.prometheus:
+        from orchestrator.supervisor.metrics import run_metrics
+
+        sys.stdout.write(run_metrics(ctx.run, asyncio.run(current_view(ctx))))
+        return
+    if json_out or output is StatusFormat.json:
         print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
         return
     if not watch:
@@ -127,12 +150,17 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
         else f"removed {plural(len(report.removed), 'container')}"
     )
     console.print(
-        f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; {ended}{gone}"
+        plain(
+            f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; "
+            f"{ended}{gone}"
+        ),
+        soft_wrap=True,
     )
     for p in report.problems:
-        err_console.print(f"[red]{p}[/]")
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if report.problems:
-        raise BootFailed(
+        # A node that could not be asked is exit 3 (docs/exit-codes.md), as for every command.
+        raise UnhealthyCluster(
             f"{len(report.problems)} rank(s) not stopped cleanly",
             where=f"run {r.id}",
             hint="what could not be saved was not removed; run `cluster stop` again",
@@ -147,7 +175,12 @@ def parse_age(text: str) -> timedelta:
     if not m:
         raise ConfigError(f"--older-than {text!r}: expected e.g. 30m, 12h, 7d")
     n, unit = int(m.group(1)), m.group(2)
-    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    try:
+        return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    except OverflowError:
+        raise ConfigError(
+            f"--older-than {text}: more than {timedelta.max.days:,} days, the longest age there is"
+        ) from None
 
 
 def prune_cmd(
@@ -164,7 +197,10 @@ def prune_cmd(
     store = RunStore(inv.runs_dir)
     from orchestrator.stop import find_leftovers, prune
 
-    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
+    problems: list[str] = []
+    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than), problems=problems))
+    for p in problems:
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if not include_serving:
         # Never a boot that is serving or still supervised: that is `cluster stop`'s job.
         busy = {x.run_id for x in leftovers if _serving_or_supervised(store, x.run_id)}
@@ -175,16 +211,30 @@ def prune_cmd(
             )
         leftovers = [x for x in leftovers if x.run_id not in busy]
     if not leftovers:
+        if problems:  # "nothing to prune" would be a guess about the nodes we could not ask
+            raise _prune_incomplete(problems)
         console.print("nothing to prune")
         return
     for item in leftovers:
         console.print(
-            f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            plain(
+                f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            ),
+            soft_wrap=True,
         )
     if not yes and not typer.confirm(f"save logs and remove these {len(leftovers)} containers?"):
         raise typer.Abort()
     for line in asyncio.run(prune(inv, leftovers, store)):
-        console.print(line)
+        console.print(plain(line), soft_wrap=True)
+    if problems:
+        raise _prune_incomplete(problems)
+
+
+def _prune_incomplete(problems: list[str]) -> UnhealthyCluster:
+    return UnhealthyCluster(
+        f"{len(problems)} node(s) or container(s) not pruned (listed above)",
+        hint="what was found elsewhere was pruned; run `cluster prune` again once they answer",
+    )
 
 
 def _serving_or_supervised(store: RunStore, run_id: str) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from typing import Any
 
@@ -13,6 +12,9 @@ from rich.console import Console
 from rich.text import Text
 
 from orchestrator.redact import redact
+from orchestrator.terminal import harmless
+
+__all__ = ["console", "err_console", "harmless", "plain", "print_json", "styled"]
 
 # Rich assumes 80 columns when output is not a terminal (CI logs, pipes); tables then fold.
 # A wider default keeps a row per node on one line in logs; $COLUMNS still wins.
@@ -28,17 +30,6 @@ def print_json(payload: Any) -> None:
     elif isinstance(payload, list):
         payload = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in payload]
     sys.stdout.write(json.dumps(redact(payload), indent=2, sort_keys=False, default=str) + "\n")
-
-
-# C0 controls but tab, DEL and C1: ESC starts CSI/OSC sequences (colours, titles, hyperlinks,
-# clipboard writes), BEL rings, CR rewrites the line. A log line or a file name from a node is
-# not ours to let drive the operator's terminal; the preserved files keep every byte.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-
-
-def harmless(text: str) -> str:
-    """`text` with every terminal control character shown as a visible `\\xNN` escape."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def plain(text: object) -> Text:

@@ -233,7 +233,9 @@ def _rank_facts(
     first: Evidence | None = None
     last: Evidence | None = None
     phase_rank = 0
+    exceptions: list[Evidence] = []
     for scan in scans:
+        exceptions.extend(_evidence(line, rank) for line in scan.exceptions)
         for m in scan.matches:
             c = sigs.by_id[m.signature]
             hits.append(
@@ -276,6 +278,7 @@ def _rank_facts(
         phase=PHASES[phase_rank],
         engine=engine,
         markers=markers,
+        exceptions=tuple(exceptions),
         hits=tuple(hits),
         counts=counts,
         first_line=first,
@@ -475,7 +478,7 @@ def collect_logs(
     for k, files in assigned.items():
         for p in files:
             year = datetime.fromtimestamp(p.stat().st_mtime, UTC).year
-            jobs.append(ScanJob(p, str(p), year))
+            jobs.append(ScanJob(p, str(p), year, tidy=True))
             owner.append(k)
     scans = scan_files(jobs, sigs, workers=workers)
     by_rank: dict[int, list[FileScan]] = {}

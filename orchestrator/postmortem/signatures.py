@@ -166,6 +166,11 @@ class Signature(_Strict):
         default=False,
         description="a timeout waiting on peers: when another rank failed before, a consequence",
     )
+    weak: bool = Field(
+        default=False,
+        description="generic evidence (a bare `Killed`): the cause only when no other "
+        "signature of the rank, or of an earlier rank, says more",
+    )
     engines: Strings = Field(min_length=1)
     versions: str = Field(min_length=1, description="where known; 'any' or 'unknown' otherwise")
     patterns: Annotated[tuple[Pattern, ...], BeforeValidator(_as_tuple)] = Field(min_length=1)

@@ -18,6 +18,7 @@ Times without a zone are taken as UTC (containers run in UTC).
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -28,8 +29,11 @@ from typing import BinaryIO
 from orchestrator.dialects.base import Marker
 from orchestrator.dialects.reader import PHASE_MARKERS
 from orchestrator.dialects.timestamps import docker_timestamp, engine_timestamp, parse_timestamp
+from orchestrator.postmortem.families import KEYWORDS as EXCEPTION_KEYWORDS
+from orchestrator.postmortem.families import exception_of
 from orchestrator.postmortem.model import PHASES
 from orchestrator.postmortem.signatures import SignatureSet
+from orchestrator.postmortem.tidy import tidy_text
 
 __all__ = [
     "MARKERS",
@@ -47,8 +51,10 @@ __all__ = [
 BLOCK = 8 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a "line" longer than this is cut (a binary file, not a log)
 KEEP_PER_SIGNATURE = 12  # matches kept per signature and file (all are counted)
+KEEP_EXCEPTIONS = 16  # exception lines kept per file: the last ones (the traceback fallback)
 BACK_LINES = 64  # how far back a stampless line looks for a time
 TEXT_CAP = 2000  # characters of a line kept as evidence
+TIDY_MAX = 64 << 20  # a pasted log is tidied in memory up to this size; bigger ones as they are
 
 # The boot milestones are the engines' dialect tables (`orchestrator.dialects`), the same rows
 # the supervisor folds; each row still unseen costs a substring pass per block.
@@ -85,6 +91,7 @@ class FileScan:
     engines: dict[str, int] = field(default_factory=dict)
     first: Line | None = None
     last: Line | None = None
+    exceptions: list[Line] = field(default_factory=list)  # the last few `Cls: message` lines
 
     @property
     def phase(self) -> str:
@@ -193,129 +200,178 @@ def _window(chunk: bytes, following: bytes, le: int, count: int) -> list[str]:
 
 
 def scan_file(
-    path: Path, sigs: SignatureSet, *, display: str | None = None, year: int | None = None
+    path: Path,
+    sigs: SignatureSet,
+    *,
+    display: str | None = None,
+    year: int | None = None,
+    tidy: bool = False,
 ) -> FileScan:
-    """Scan one log file (streaming) for signatures and milestones."""
-    shown = display or str(path)
-    result = FileScan(path=str(path), display=shown)
+    """Scan one log file (streaming) for signatures and milestones.
+
+    `tidy`: a pasted log (`--logs`) is tidied first (`tidy.py`: colour codes, compose and Ray
+    columns, quoting, hard wraps), in memory, when it is small enough to be a paste."""
+    if tidy and path.stat().st_size <= TIDY_MAX:
+        text = tidy_text(path.read_bytes().decode("utf-8", "replace"))
+        with io.BytesIO(text.encode("utf-8")) as fh:
+            return _scan(fh, str(path), sigs, display=display, year=year)
+    with path.open("rb") as fh:
+        return _scan(fh, str(path), sigs, display=display, year=year)
+
+
+def _scan(
+    fh: BinaryIO, path: str, sigs: SignatureSet, *, display: str | None, year: int | None
+) -> FileScan:
+    shown = display or path
+    result = FileScan(path=path, display=shown)
     state = _State(shown, year)
     wanted = list(MARKERS)
     compiled = sigs.compiled
     keywords = sigs.keywords
-    with path.open("rb") as fh:
-        for chunk, following in _blocks(fh, BLOCK):
-            result.size += len(chunk)
-            find = chunk.find
-            rfind = chunk.rfind
-            # 1. candidate lines: every keyword occurrence, grouped by line start
-            candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
-            for entry in keywords:
-                kw = entry.keyword
-                i = find(kw)
+    for chunk, following in _blocks(fh, BLOCK):
+        result.size += len(chunk)
+        find = chunk.find
+        rfind = chunk.rfind
+        # 1. candidate lines: every keyword occurrence, grouped by line start
+        candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+        for entry in keywords:
+            kw = entry.keyword
+            i = find(kw)
+            while i >= 0:
+                ls = rfind(b"\n", 0, i) + 1
+                le = find(b"\n", i)
+                if le < 0:
+                    le = len(chunk)
+                slot = candidates.get(ls)
+                if slot is None:
+                    candidates[ls] = (le, list(entry.targets))
+                else:
+                    slot[1].extend(entry.targets)
+                i = find(kw, le)
+        # 1b. exception lines (`Cls: message`, `raise Cls(`): the traceback fallback's input
+        exc_lines = _exception_lines(chunk)
+        # 2. milestones still unseen: first occurrence whose regex agrees
+        found_markers: list[tuple[int, int, Marker]] = []
+        if wanted:
+            still: list[Marker] = []
+            seen_names = {m.milestone.value for _, _, m in found_markers}
+            for marker in wanted:
+                name = marker.milestone.value
+                if name in result.markers or name in seen_names:
+                    continue
+                needle = marker.keyword.encode()
+                i = find(needle)
+                hit = False
                 while i >= 0:
                     ls = rfind(b"\n", 0, i) + 1
                     le = find(b"\n", i)
-                    if le < 0:
-                        le = len(chunk)
-                    slot = candidates.get(ls)
-                    if slot is None:
-                        candidates[ls] = (le, list(entry.targets))
-                    else:
-                        slot[1].extend(entry.targets)
-                    i = find(kw, le)
-            # 2. milestones still unseen: first occurrence whose regex agrees
-            found_markers: list[tuple[int, int, Marker]] = []
-            if wanted:
-                still: list[Marker] = []
-                seen_names = {m.milestone.value for _, _, m in found_markers}
-                for marker in wanted:
-                    name = marker.milestone.value
-                    if name in result.markers or name in seen_names:
-                        continue
-                    needle = marker.keyword.encode()
-                    i = find(needle)
-                    hit = False
-                    while i >= 0:
-                        ls = rfind(b"\n", 0, i) + 1
-                        le = find(b"\n", i)
-                        le = len(chunk) if le < 0 else le
-                        seg = chunk[ls:le].decode("utf-8", "replace")
-                        if marker.says(seg):
-                            found_markers.append((ls, le, marker))
-                            seen_names.add(name)
-                            hit = True
-                            break
-                        i = find(needle, le)
-                    if not hit:
-                        still.append(marker)
-                wanted = still
-            # 3. line numbers for the candidates, in one forward count
-            starts = sorted(set(candidates) | {ls for ls, _, _ in found_markers})
-            numbers: dict[int, int] = {}
-            n, pos = state.line_base, 0
-            for ls in starts:
-                n += chunk.count(b"\n", pos, ls)
-                pos = ls
-                numbers[ls] = n
-            # 4. run the regexes on candidate lines (the block's first line first: a full
-            # date there gives yearless stamps below their year)
-            head = _edge(chunk, state, first=True)
-            if result.first is None:
-                result.first = head
-            for ls in sorted(candidates):
-                le, targets = candidates[ls]
-                ts, text = _line_time(chunk, ls, le, state)
-                if ts is None:
-                    ts = _time_before(chunk, ls, state)
-                done: set[int] = set()
-                windows: dict[int, str] = {}
-                for si, pi in targets:
-                    if si in done:
-                        continue
-                    c = compiled[si]
-                    pattern = c.sig.patterns[pi]
-                    subject = text
-                    if pattern.lines > 1:
-                        subject = windows.get(pattern.lines, "")
-                        if not subject:
-                            more = _window(chunk, following, le, pattern.lines - 1)
-                            subject = "\n".join([text, *more])
-                            windows[pattern.lines] = subject
-                    if c.vetoed(subject):
-                        continue
-                    m = c.regexes[pi].search(subject)
-                    if m is None:
-                        continue
-                    done.add(si)
-                    sig_id = c.sig.id
-                    count = result.counts.get(sig_id, 0) + 1
-                    result.counts[sig_id] = count
-                    if count <= KEEP_PER_SIGNATURE:
-                        start = min(m.start(), len(text))
-                        line = Line(shown, numbers[ls], _segment(text, start), ts)
-                        result.matches.append(Match(sig_id, line))
-            for ls, le, marker in found_markers:
-                ts, text = _line_time(chunk, ls, le, state)
-                if ts is None:
-                    ts = _time_before(chunk, ls, state)
-                pos_kw = text.find(marker.keyword)
-                line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
-                if marker.milestone.value not in result.markers:
-                    result.markers[marker.milestone.value] = line
-                if marker.engine:
-                    result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
-            # 5. the file's edges, and the time carried into the next chunk
-            newlines = chunk.count(b"\n")
-            ends_open = not chunk.endswith(b"\n")
-            last = _edge(chunk, state, first=False)
-            if last is not None:
-                result.last = last
-                if last.ts is not None:
-                    state.last_ts = last.ts
-            state.line_base += newlines
-            result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
+                    le = len(chunk) if le < 0 else le
+                    seg = chunk[ls:le].decode("utf-8", "replace")
+                    if marker.says(seg):
+                        found_markers.append((ls, le, marker))
+                        seen_names.add(name)
+                        hit = True
+                        break
+                    i = find(needle, le)
+                if not hit:
+                    still.append(marker)
+            wanted = still
+        # 3. line numbers for the candidates, in one forward count
+        starts = sorted(
+            set(candidates) | {ls for ls, _, _ in found_markers} | {ls for ls, _ in exc_lines}
+        )
+        numbers: dict[int, int] = {}
+        n, pos = state.line_base, 0
+        for ls in starts:
+            n += chunk.count(b"\n", pos, ls)
+            pos = ls
+            numbers[ls] = n
+        # 4. run the regexes on candidate lines (the block's first line first: a full
+        # date there gives yearless stamps below their year)
+        head = _edge(chunk, state, first=True)
+        if result.first is None:
+            result.first = head
+        for ls in sorted(candidates):
+            le, targets = candidates[ls]
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            done: set[int] = set()
+            windows: dict[int, str] = {}
+            for si, pi in targets:
+                if si in done:
+                    continue
+                c = compiled[si]
+                pattern = c.sig.patterns[pi]
+                subject = text
+                if pattern.lines > 1:
+                    subject = windows.get(pattern.lines, "")
+                    if not subject:
+                        more = _window(chunk, following, le, pattern.lines - 1)
+                        subject = "\n".join([text, *more])
+                        windows[pattern.lines] = subject
+                if c.vetoed(subject):
+                    continue
+                m = c.regexes[pi].search(subject)
+                if m is None:
+                    continue
+                done.add(si)
+                sig_id = c.sig.id
+                count = result.counts.get(sig_id, 0) + 1
+                result.counts[sig_id] = count
+                if count <= KEEP_PER_SIGNATURE:
+                    start = min(m.start(), len(text))
+                    line = Line(shown, numbers[ls], _segment(text, start), ts)
+                    result.matches.append(Match(sig_id, line))
+        for ls, le, marker in found_markers:
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            pos_kw = text.find(marker.keyword)
+            line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
+            if marker.milestone.value not in result.markers:
+                result.markers[marker.milestone.value] = line
+            if marker.engine:
+                result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
+        for ls, le in exc_lines:
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            result.exceptions.append(Line(shown, numbers[ls], _segment(text, 0), ts))
+        del result.exceptions[:-KEEP_EXCEPTIONS]
+        # 5. the file's edges, and the time carried into the next chunk
+        newlines = chunk.count(b"\n")
+        ends_open = not chunk.endswith(b"\n")
+        last = _edge(chunk, state, first=False)
+        if last is not None:
+            result.last = last
+            if last.ts is not None:
+                state.last_ts = last.ts
+        state.line_base += newlines
+        result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
     result.matches.sort(key=lambda mt: (mt.line.ts is None, mt.line.ts or 0.0, mt.line.line))
     return result
+
+
+def _exception_lines(chunk: bytes) -> list[tuple[int, int]]:
+    """(start, end) of the lines in `chunk` that state an exception, the last few only."""
+    found: dict[int, int] = {}
+    for kw in EXCEPTION_KEYWORDS:
+        i = chunk.find(kw)
+        while i >= 0:
+            ls = chunk.rfind(b"\n", 0, i) + 1
+            le = chunk.find(b"\n", i)
+            le = len(chunk) if le < 0 else le
+            found.setdefault(ls, le)
+            i = chunk.find(kw, le)
+    out: list[tuple[int, int]] = []
+    for ls in sorted(found, reverse=True):
+        text = chunk[ls : found[ls]].decode("utf-8", "replace")
+        if exception_of(text) is not None:
+            out.append((ls, found[ls]))
+            if len(out) >= KEEP_EXCEPTIONS:
+                break
+    return out[::-1]
 
 
 def _edge(chunk: bytes, state: _State, *, first: bool) -> Line | None:
@@ -357,10 +413,11 @@ class ScanJob:
     path: Path
     display: str
     year: int | None = None
+    tidy: bool = False  # a pasted log (`--logs`): tidy it before matching
 
 
 def _run(job: ScanJob, sigs: SignatureSet) -> FileScan:
-    return scan_file(job.path, sigs, display=job.display, year=job.year)
+    return scan_file(job.path, sigs, display=job.display, year=job.year, tidy=job.tidy)
 
 
 PARALLEL_BYTES = 64 << 20  # below this, one process is quicker than starting others

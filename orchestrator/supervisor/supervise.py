@@ -38,6 +38,7 @@ from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import sample_fields
 from orchestrator.supervisor.follower import Follower
+from orchestrator.supervisor.metrics import write_metrics
 from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
@@ -182,6 +183,7 @@ class Supervisor:
     def _publish(self, phase: str, verdict: Finding | None = None) -> None:
         v = self.view(phase, verdict)
         self.run_dir.write_status(v)
+        write_metrics(self.run_dir, v)  # metrics.prom, for node_exporter's textfile collector
         if self.on_view:
             self.on_view(v)
 
