@@ -17,6 +17,7 @@ from rich.live import Live
 from rich.text import Text
 
 from orchestrator.boot import BootOptions, BootResult, boot
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.errors import BootFailed, ClusterError, ExitCode
@@ -88,7 +89,12 @@ def print_outcome(result: BootResult, *, wide: bool = False) -> None:
 
 
 def boot_cmd(
-    recipe: Annotated[str, typer.Argument(help="recipe name (`cluster recipes list`) or path")],
+    recipe: Annotated[
+        str,
+        typer.Argument(
+            help="recipe name (`cluster recipes list`) or path", autocompletion=complete_recipe
+        ),
+    ],
     inventory: InventoryOpt = None,
     scale: Annotated[
         str,

@@ -177,6 +177,9 @@ def build_app(argv: list[str]) -> TyperGroup:
     )
     app.callback()(_root)
     group = typer.main.get_group(app)
+    # typer's --install-completion / --show-completion (orchestrator/cli/complete.py completes
+    # recipe names and run ids; typer completes commands and options).
+    group.params += list(typer.main.get_install_completion_arguments())
     wanted = command_named(argv)
     for name, (*_where, summary) in COMMANDS.items():
         group.add_command(load_command(name) if name == wanted else _Listed(name, summary), name)

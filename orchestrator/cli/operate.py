@@ -15,6 +15,7 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
@@ -110,7 +111,9 @@ def not_started(run: Run) -> str | None:
 
 
 def supervise(
-    run: Annotated[str, typer.Argument(help="run id or run directory")],
+    run: Annotated[
+        str, typer.Argument(help="run id or run directory", autocompletion=complete_run)
+    ],
     inventory: InventoryOpt = None,
 ) -> None:
     """Supervise a run again after its controller died: resume every rank's log where the

@@ -86,6 +86,29 @@ def candidates(
         causes[r.rank] = cand
         out.append(cand)
 
+    # A node the supervisor lost while the others waited on it (at the barrier, in a
+    # collective): its rank is the cause, whatever its peers printed about the lost peer.
+    for r in ranks:
+        if r.lost is None or r.rank in causes:
+            continue
+        others = [k for k in failed if k != r.rank]
+        if not others:
+            continue
+        cand = Candidate(
+            rank=r.rank,
+            strength=3,
+            ts=r.lost.ts,
+            category="rendezvous-network",
+            signature=None,
+            title="its node became unreachable (the network to it was cut, or the node went down)",
+            confidence="medium",
+            reason=f"rank {r.rank}'s node became unreachable while ranks {rank_list(others)} "
+            "waited on it; their errors about a lost peer are the consequence",
+            evidence=[r.lost] + ([r.last_line] if r.last_line else []),
+        )
+        causes[r.rank] = cand
+        out.append(cand)
+
     # The post-load barrier: it blames the ranks that did not finish loading.
     barrier = [(r.rank, h) for r in ranks for h in hits[r.rank] if h.role == "barrier"]
     if barrier:

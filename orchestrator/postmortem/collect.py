@@ -175,6 +175,24 @@ def _exit_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> Ex
     return found
 
 
+def _lost_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> Evidence | None:
+    """When the supervisor lost this rank's node for good (a `node_lost` not followed by a
+    `node_back`), as evidence pointing at the event."""
+    lost: Evidence | None = None
+    for n, ev in events:
+        if ev.get("rank") != rank:
+            continue
+        if ev.get("kind") == "node_lost":
+            reason = ev.get("reason") if isinstance(ev.get("reason"), str) else ""
+            text = f"node_lost: rank {rank}'s node became unreachable ({reason})"
+            lost = lost or Evidence(
+                file="events.jsonl", line=n, text=text, ts=_ts(ev.get("ts")), rank=rank
+            )
+        elif ev.get("kind") == "node_back":
+            lost = None
+    return lost
+
+
 def _started_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> float | None:
     for _n, ev in events:
         if ev.get("kind") == "rank_started" and ev.get("rank") == rank:
@@ -393,6 +411,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
         if exit_info is not None and exit_info.started_at is None and started is not None:
             exit_info = exit_info.model_copy(update={"started_at": started})
         extra = list(event_hits.get(k, []))
+        lost_at = _lost_from_events(events, k)
         if exit_info is not None and exit_info.error:
             where_file, _, where_line = (exit_info.error_source or exit_info.source).rpartition(":")
             evidence = Evidence(
@@ -411,7 +430,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
                 exit_info=exit_info,
                 extra_hits=extra,
                 node=nodes.get(k),
-            )
+            ).model_copy(update={"lost": lost_at})
         )
     env = recipe.get("env") if isinstance(recipe.get("env"), dict) else {}
     engine = recipe.get("engine") if isinstance(recipe.get("engine"), str) else None

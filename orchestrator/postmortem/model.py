@@ -99,6 +99,7 @@ class RankFacts(_Frozen):
     first_line: Evidence | None = None
     last_line: Evidence | None = None
     exit: ExitInfo | None = None
+    lost: Evidence | None = None  # the supervisor lost the rank's node (events.jsonl node_lost)
 
 
 class RunFacts(_Frozen):

@@ -155,3 +155,39 @@ def test_a_bare_killed_gives_way_to_the_engines_own_words(tmp_path: Path) -> Non
     )
     assert d.category == "watchdog-timeout"
     assert diagnose(tmp_path, "loading...\nKilled\n").category == "out-of-memory"
+
+
+def test_a_rank_whose_node_was_lost_is_the_root_not_the_peers_that_raised_first() -> None:
+    """Issue 15.6: every rank loaded; rank 3's node became unreachable; the others' barrier
+    ValueError (printed before the loss was noticed) is the echo, rank 3 the cause."""
+    from orchestrator.postmortem.diagnose import diagnose as diagnose_facts
+    from orchestrator.postmortem.model import Evidence, Hit, RankFacts, RunFacts
+    from orchestrator.postmortem.signatures import load_signatures
+    from tests.engine_lines import by_id
+
+    sigs = load_signatures()
+    barrier = by_id("sglang-barrier-unbalanced-loading").text
+    load_end = Evidence(file="x", line=1, text="Load weight end.", ts=100.0)
+
+    def rank(k: int, *, lost: float | None = None) -> RankFacts:
+        hits: tuple[Hit, ...] = ()
+        if lost is None:
+            ev = Evidence(file=f"rank-{k}/stderr.log", line=9, text=barrier, ts=580.0, rank=k)
+            (c,) = [c for c in sigs.match_text(barrier)]
+            hits = (Hit(signature=c.id, category=c.sig.category, role=c.sig.role, evidence=ev),)
+        return RankFacts(
+            rank=k,
+            lines=10,
+            phase="loaded",
+            markers={"load_end": load_end},
+            hits=hits,
+            lost=None
+            if lost is None
+            else Evidence(file="events.jsonl", line=7, text="node_lost", ts=lost, rank=k),
+        )
+
+    run = RunFacts(kind="run", path="/runs/x", engine="sglang")
+    d = diagnose_facts(run, [rank(0), rank(1), rank(2), rank(3, lost=590.0)], sigs)
+    assert d.category == "rendezvous-network"
+    assert d.first_failing_rank == 3
+    assert {r.rank: r.role for r in d.ranks}[0] == "cascade"
