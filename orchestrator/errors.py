@@ -18,6 +18,7 @@ tracebacks. Anything that is not a `ClusterError` is a bug: the CLI writes a cra
     ├── UnhealthyCluster                 exit 3: one or more nodes failed a check
     ├── PreflightRefused                 exit 4: a doomed boot refused before touching anything
     ├── ImageError                       exit 5: image distribution or exec-readiness failed
+    ├── WeightsError                     exit 9: weights did not reach every node whole
     ├── BootFailed                       exit 6: a rank exited or the barrier was missed
     └── RunStoreError                    exit 8: run directory missing, corrupt or locked
         └── RunLocked                    another live supervisor writes this run
@@ -41,6 +42,7 @@ class ExitCode(IntEnum):
     IMAGE_FAILED = 5
     BOOT_FAILED = 6
     RUN_STORE = 8
+    WEIGHTS_FAILED = 9
     INTERRUPTED = 130
 
 
@@ -181,6 +183,12 @@ class PreflightRefused(ClusterError):
 
 class ImageError(ClusterError):
     exit_code = ExitCode.IMAGE_FAILED
+
+
+class WeightsError(ClusterError):
+    """A model's weights did not reach every node whole (`cluster weights`)."""
+
+    exit_code = ExitCode.WEIGHTS_FAILED
 
 
 class BootFailed(ClusterError):

@@ -108,6 +108,12 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         True,
         "Distribute the serving image to every node and probe that each can run it.",
     ),
+    "weights": (
+        "weights",
+        "app",
+        True,
+        "Stage a model's weights on every node's own disk, verified, node to node.",
+    ),
     "recipes": (
         "recipes",
         "app",
