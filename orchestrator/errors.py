@@ -47,17 +47,27 @@ class ExitCode(IntEnum):
 
 
 class ClusterError(Exception):
-    """Base of every expected failure: `what` happened at `where`; `hint` says what to do."""
+    """Base of every expected failure: `what` happened at `where`; `hint` says what to do.
+
+    `run_dir`: the run directory the failure belongs to, when there is one (the CLI prints it
+    under the error line); a boot sets it on whatever error ends it."""
 
     exit_code: ExitCode = ExitCode.INTERNAL
 
     def __init__(
-        self, what: str, *, where: str = "", hint: str = "", more: tuple[str, ...] = ()
+        self,
+        what: str,
+        *,
+        where: str = "",
+        hint: str = "",
+        more: tuple[str, ...] = (),
+        run_dir: str | None = None,
     ) -> None:
         self.what = what
         self.where = where
         self.hint = hint
         self.more = more
+        self.run_dir = run_dir
         super().__init__(self.line())
 
     def line(self) -> str:
