@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ class FileScan:
     first: Line | None = None
     last: Line | None = None
     exceptions: list[Line] = field(default_factory=list)  # the last few `Cls: message` lines
+    frames: list[str] = field(default_factory=list)  # for each, the traceback's file paths
 
     @property
     def phase(self) -> str:
@@ -340,7 +342,9 @@ def _scan(
             if ts is None:
                 ts = _time_before(chunk, ls, state)
             result.exceptions.append(Line(shown, numbers[ls], _segment(text, 0), ts))
+            result.frames.append(_frames_before(chunk, ls))
         del result.exceptions[:-KEEP_EXCEPTIONS]
+        del result.frames[:-KEEP_EXCEPTIONS]
         # 5. the file's edges, and the time carried into the next chunk
         newlines = chunk.count(b"\n")
         ends_open = not chunk.endswith(b"\n")
@@ -365,6 +369,23 @@ def _exception_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int
             if len(out) >= KEEP_EXCEPTIONS:
                 break
     return out[::-1]
+
+
+_FRAME = re.compile(rb'File "([^"]+)"')
+FRAME_LINES = 40  # how far back an exception's traceback frames are looked for
+
+
+def _frames_before(chunk: bytes, ls: int) -> str:
+    """The file paths of the traceback frames just above the line at `ls` (space-separated):
+    where the exception was raised tells its family when the message does not (an assert in
+    a fused-MoE kernel says nothing of MoE)."""
+    start = ls
+    for _ in range(FRAME_LINES):
+        if start <= 0:
+            break
+        start = chunk.rfind(b"\n", 0, start - 1) + 1
+    paths = _FRAME.findall(chunk, start, ls)
+    return " ".join(p.decode("utf-8", "replace") for p in paths[-8:])
 
 
 def _first_marker(chunk: bytes, marker: Marker, at: list[int]) -> tuple[int, int] | None:
