@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.cli.runs import pick_run, store_for
@@ -36,7 +37,10 @@ def _join(values: tuple[int, ...]) -> str:
 
 def bench(
     run: Annotated[
-        str | None, typer.Argument(help="run id or run directory (default: the newest run)")
+        str | None,
+        typer.Argument(
+            help="run id or run directory (default: the newest run)", autocompletion=complete_run
+        ),
     ] = None,
     inventory: InventoryOpt = None,
     prompt_tokens: Annotated[

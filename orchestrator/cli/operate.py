@@ -15,10 +15,12 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
+from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
@@ -103,13 +105,15 @@ def not_started(run: Run) -> str | None:
         return None
     if run.manifest_path.exists() and (run.read_manifest().get("plans") or {}).get("launch"):
         return None
-    steps = [e for e in run.events() if e.get("kind") == "step"]
-    doing = f"{steps[-1].get('step', '')} {steps[-1].get('detail', '')}" if steps else "starting"
+    steps = [e for e in run.events() if isinstance(e, Step)]
+    doing = f"{steps[-1].step} {steps[-1].detail}" if steps else "starting"
     return f"run {run.id}: no ranks yet; {doing.strip()}…"
 
 
 def supervise(
-    run: Annotated[str, typer.Argument(help="run id or run directory")],
+    run: Annotated[
+        str, typer.Argument(help="run id or run directory", autocompletion=complete_run)
+    ],
     inventory: InventoryOpt = None,
 ) -> None:
     """Supervise a run again after its controller died: resume every rank's log where the

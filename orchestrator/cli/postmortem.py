@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import ConfigError, RunStoreError
@@ -42,6 +43,7 @@ def postmortem(
             metavar="RUN_ID|RUN_DIR|FILE...",
             help="a run id or run directory (default: the newest run); with --logs, log files",
             show_default=False,
+            autocompletion=complete_run,
         ),
     ] = None,
     logs: Annotated[

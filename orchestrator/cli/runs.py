@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, harmless, plain, print_json
 from orchestrator.dialects.timestamps import timestamp_ns
@@ -16,7 +17,11 @@ from orchestrator.runstore import Run, RunStore
 
 RunOpt = Annotated[
     str | None,
-    typer.Option("--run", help="run id or run directory (default: the newest run)"),
+    typer.Option(
+        "--run",
+        help="run id or run directory (default: the newest run)",
+        autocompletion=complete_run,
+    ),
 ]
 
 
