@@ -34,6 +34,7 @@ from orchestrator.probes.rdma import RDMA, RdmaInfo
 from orchestrator.probes.runtime import DockerInfo, docker_info_probe
 from orchestrator.probes.sockets import LISTENING, ListeningSocket
 from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.weights.copy_probe import CopyFacts, copy_probe
 
 T = TypeVar("T")
 
@@ -62,6 +63,7 @@ class NodeFacts(BaseModel):
     listening: tuple[ListeningSocket, ...] | None = None
     disks: tuple[DiskUsage, ...] | None = None
     weights: WeightsDir | None = None
+    weights_copy: CopyFacts | None = None
     image: ImageFacts | None = None
     clock: ClockSample | None = None
     peers: tuple[PeerResult, ...] | None = None
@@ -132,6 +134,10 @@ async def gather_node_facts(
             )
     if request.weights_dir:
         jobs["weights"] = lambda: _ask(transport, weights_probe(request.weights_dir or ""), timeout)
+        # What `cluster weights` staged there (manifest, complete or not): the copies must agree.
+        jobs["weights_copy"] = lambda: _ask(
+            transport, copy_probe(request.weights_dir or ""), timeout
+        )
     if request.clock:
         jobs["clock"] = lambda: _clock(transport, timeout)
     targets = tuple(peer_target(p) for p in peers if p.name != node.name)

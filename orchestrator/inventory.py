@@ -115,6 +115,7 @@ def load_inventory(path: str | Path) -> Inventory:
         connection=cluster_vars.cluster_connection,
         known_hosts=known_hosts,
         runs_dir=_resolve(base, cluster_vars.cluster_runs_dir),
+        weights_root=cluster_vars.cluster_weights_root,
         nodes=tuple(sorted(nodes, key=lambda n: n.rank)),
     )
 

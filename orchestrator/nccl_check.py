@@ -49,6 +49,7 @@ from orchestrator.launch import (
     with_secret_env,
 )
 from orchestrator.logtail import readable_tail
+from orchestrator.models.events import NcclCheck
 from orchestrator.models.inventory import Inventory
 from orchestrator.models.recipe import Recipe, render
 from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
@@ -518,10 +519,9 @@ def write_nccl_check(
         if isinstance(lines, list):
             run.write_text(f"rank-{rank}/nccl-check.log", "\n".join(lines) + "\n")
     run.append_event(
-        {
-            "kind": "nccl_check",
-            "ok": report.ok,
-            "culprits": [r.rank for r in report.culprits()],
-            "elapsed_s": report.elapsed_s,
-        }
+        NcclCheck(
+            ok=report.ok,
+            culprits=tuple(r.rank for r in report.culprits()),
+            elapsed_s=report.elapsed_s,
+        )
     )

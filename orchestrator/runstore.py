@@ -27,9 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import RunLocked, RunStoreError
+from orchestrator.models.events import RECORD, Record
 from orchestrator.paths import state_dir
 from orchestrator.redact import REDACTED, is_secret_name, redact
 
@@ -104,26 +105,25 @@ class Run:
     def read_manifest(self) -> dict[str, Any]:
         return _read_json(self.manifest_path)
 
-    def append_event(self, event: Mapping[str, Any] | BaseModel) -> None:
-        """One JSON line, appended with a single write so concurrent readers see whole lines."""
-        record = redact(event)
-        if isinstance(record, dict):
-            record.setdefault("ts", datetime.now(UTC).isoformat())
-        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
+    def append_event(self, event: Record) -> None:
+        """One record (models/events.py) as one JSON line, appended with a single write so
+        concurrent readers see whole lines."""
+        line = json.dumps(redact(event), default=str, separators=(",", ":")) + "\n"
         fd = os.open(self.events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))
         finally:
             os.close(fd)
 
-    def events(self) -> Iterator[dict[str, Any]]:
-        """Replay events; a torn last line (a crash mid-write) is skipped, not fatal."""
+    def events(self) -> Iterator[Record]:
+        """Replay the records. A torn last line (a crash mid-write) is skipped, not fatal, and
+        so is a line no record of this version describes (a newer version's kind)."""
         if not self.events_path.exists():
             return
         with self.events_path.open(encoding="utf-8") as fh:
             for line in fh:
-                with contextlib.suppress(json.JSONDecodeError):
-                    yield json.loads(line)
+                with contextlib.suppress(ValidationError):
+                    yield RECORD.validate_json(line)
 
     def write_status(self, status: Mapping[str, Any] | BaseModel) -> None:
         atomic_write_text(self.status_path, _json(status))

@@ -16,6 +16,7 @@ from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LABEL_RUN
+from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.runctx import RunContext
 from orchestrator.runstore import RUN_ID_RE, Run, RunStore
@@ -85,13 +86,12 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
     finally:
         await close_transports(transports)
     ctx.run.append_event(
-        {
-            "kind": "stopped",
-            "began": began,
-            "saved": sorted(report.saved),
-            "removed": sorted(report.removed),
-            "gone": sorted(report.gone),
-        }
+        Stopped(
+            began=began,
+            saved=tuple(sorted(report.saved)),
+            removed=tuple(sorted(report.removed)),
+            gone=tuple(sorted(report.gone)),
+        )
     )
     return report
 

@@ -20,6 +20,7 @@ from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
+from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
@@ -104,8 +105,8 @@ def not_started(run: Run) -> str | None:
         return None
     if run.manifest_path.exists() and (run.read_manifest().get("plans") or {}).get("launch"):
         return None
-    steps = [e for e in run.events() if e.get("kind") == "step"]
-    doing = f"{steps[-1].get('step', '')} {steps[-1].get('detail', '')}" if steps else "starting"
+    steps = [e for e in run.events() if isinstance(e, Step)]
+    doing = f"{steps[-1].step} {steps[-1].detail}" if steps else "starting"
     return f"run {run.id}: no ranks yet; {doing.strip()}…"
 
 

@@ -14,7 +14,7 @@ from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import _Ctx, chain_script
-from orchestrator.images.known_hosts import MAX_KNOWN_HOSTS, filter_known_hosts
+from orchestrator.images.known_hosts import chain_known_hosts
 from orchestrator.images.model import (
     Compression,
     EventSink,
@@ -113,12 +113,7 @@ async def _push(
         rows[name].update(action=NodeAction.skipped, verified=True, note=note)
     for p in plan.unreachable:
         rows[p.node].update(action=NodeAction.failed, error=p.evidence)
-    known = ""
-    if inventory.known_hosts is not None and inventory.known_hosts.is_file():
-        text = inventory.known_hosts.read_text(encoding="utf-8", errors="replace")
-        known = filter_known_hosts(text, [(n.address, n.port) for n in inventory.nodes])
-        if len(known) > MAX_KNOWN_HOSTS:
-            known = ""
+    known = chain_known_hosts(inventory)
     ctx = _Ctx(
         inventory=inventory,
         reference=reference,

@@ -247,9 +247,10 @@ def from_exceptions(ranks: Sequence[RankFacts], prefer: int | None = None) -> Ca
     already points at) wins among equals."""
     found: list[tuple[int, float, int, int, RankFacts, Evidence, Raised, Family]] = []
     for r in ranks:
-        for ev in r.exceptions:
+        frames = r.exception_frames or ("",) * len(r.exceptions)
+        for ev, where in zip(r.exceptions, frames, strict=False):
             raised = exception_of(ev.text)
-            fam = classify(raised) if raised is not None else None
+            fam = classify(raised, where) if raised is not None else None
             if raised is None or fam is None:
                 continue
             ts = ev.ts if ev.ts is not None else float("inf")

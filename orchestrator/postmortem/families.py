@@ -41,15 +41,24 @@ class Family:
     cls: re.Pattern[str] | None  # the class name (last dotted part) must match, if given
     msg: re.Pattern[str] | None  # the message (or the class) must match, if given
     why: str
+    frames: re.Pattern[str] | None = None  # or: the traceback's file paths match this
 
 
-def _f(category: str, confidence: str, cls: str | None, msg: str | None, why: str) -> Family:
+def _f(
+    category: str,
+    confidence: str,
+    cls: str | None,
+    msg: str | None,
+    why: str,
+    frames: str | None = None,
+) -> Family:
     return Family(
         category,
         confidence,
         re.compile(cls) if cls else None,
         re.compile(msg) if msg else None,
         why,
+        re.compile(frames) if frames else None,
     )
 
 
@@ -72,6 +81,7 @@ FAMILIES: tuple[Family, ...] = (
         r"AttributeError|NotImplementedError|KeyError|ValueError|RuntimeError|AssertionError",
         r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_",
         "the MoE layer or runner",
+        frames=r"fused_moe|/moe/|_moe\.py|moe_runner|moe_gemm",
     ),
     _f(
         "tokenizer-config",
@@ -157,13 +167,15 @@ def exception_of(text: str) -> Raised | None:
     return None
 
 
-def classify(raised: Raised) -> Family | None:
-    """The first family whose class and message patterns both hold."""
+def classify(raised: Raised, frames: str = "") -> Family | None:
+    """The first family whose class pattern holds and whose message pattern holds (or, for a
+    family that knows where its errors are raised, whose frames match `frames`)."""
     subject = f"{raised.cls}: {raised.msg}"
     for fam in FAMILIES:
         if fam.cls is not None and not fam.cls.search(raised.name):
             continue
-        if fam.msg is not None and not fam.msg.search(subject):
+        said = fam.msg is None or fam.msg.search(subject) is not None
+        if not said and (fam.frames is None or not fam.frames.search(frames)):
             continue
         return fam
     return None

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.models.events import Smoke
 from orchestrator.models.run import Finding, Outcome
 from orchestrator.runctx import RunContext
 from orchestrator.runstore import Run
@@ -73,7 +74,7 @@ async def smoke_verdict(run: Run, endpoint: str, recipe: dict[str, Any]) -> Find
     verdict. smoke.json keeps what came back either way."""
     result = await smoke(endpoint, served_model_name(recipe))
     save_smoke(run, result)
-    run.append_event({"kind": "smoke", **result.model_dump(mode="json")})
+    run.append_event(Smoke(**dict(result)))
     if result.ok:
         return None
     return Finding(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from orchestrator.models.events import Record, Smoke, Step, VerdictRecord
 from orchestrator.models.run import Outcome, RankPhase
 from orchestrator.runstore import Run, atomic_write_text
 from orchestrator.supervisor.view import BootView
@@ -54,23 +55,19 @@ def _ts(value: Any) -> float | None:
     return None
 
 
-def phase_seconds(events: Iterable[Mapping[str, Any]], now: float) -> dict[str, float]:
+def phase_seconds(events: Iterable[Record], now: float) -> dict[str, float]:
     """Seconds spent in each phase of the run, from its step records: a phase lasts from its
     step to the next one's; the supervision to the verdict, the smoke request to its record;
     a phase not ended yet, to `now`. Pure."""
     marks: list[tuple[str, float]] = []
     ended: dict[str, float] = {}
     for ev in events:
-        kind = ev.get("kind")
-        ts = _ts(ev.get("decided_at") if kind == "verdict" else ev.get("ts"))
-        if ts is None:
-            continue
-        if kind == "step" and ev.get("step") in PHASE_STEPS:
-            marks.append((PHASE_STEPS[str(ev["step"])], ts))
-        elif kind == "verdict":
-            ended["supervise"] = ts
-        elif kind == "smoke":
-            ended["smoke"] = ts
+        if isinstance(ev, Step) and ev.step in PHASE_STEPS:
+            marks.append((PHASE_STEPS[ev.step], ev.ts))
+        elif isinstance(ev, VerdictRecord) and ev.decided_at is not None:
+            ended["supervise"] = ev.decided_at
+        elif isinstance(ev, Smoke):
+            ended["smoke"] = ev.ts
     out: dict[str, float] = {}
     for i, (phase, began) in enumerate(marks):
         until = marks[i + 1][1] if i + 1 < len(marks) else ended.get(phase, now)

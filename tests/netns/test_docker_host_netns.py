@@ -33,7 +33,7 @@ from tests.netns.testbed import TEST_IMAGE, Testbed
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 
 state_home = test_boot_netns.state_home
-OLD_RUN = "20000101T000000Z-1eft0e"
+OLD_RUN = "20000101T000000Z-1ef70e"
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
         smoke = json.loads((result.run.dir / "smoke.json").read_text())
         assert smoke["ok"] and smoke["answered_model"] == "mistral-large-4", smoke
         assert smoke["answer"].startswith("This is the sglang simulator serving mistral-large-4")
-        assert any(e.get("kind") == "smoke" for e in result.run.events())
+        assert any(e.kind == "smoke" for e in result.run.events())
 
         args = ["bench", result.run.id, "--pp", str(PP), "--tg", str(TG), "--depths", "0,200"]
         args += ["--concurrency", "1,4", "--requests-per-client", "2", "--json"]

@@ -11,6 +11,7 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.cli.main import main
+from orchestrator.models.events import Record, Smoke, Step, VerdictRecord
 from orchestrator.models.run import (
     Finding,
     NodeLost,
@@ -137,25 +138,26 @@ def test_the_outcome_is_one_series_per_outcome_with_the_verdicts_set():
 
 
 def test_phases_last_from_their_step_to_the_next_and_the_open_one_to_now():
-    events = [
-        {"kind": "step", "step": "run", "ts": "2026-12-01T06:00:00+00:00"},
-        {"kind": "step", "step": "twin", "ts": "2026-12-01T06:00:01+00:00"},
-        {"kind": "step", "step": "preflight", "ts": "2026-12-01T06:00:02+00:00"},
-        {"kind": "step", "step": "start", "ts": "2026-12-01T06:00:07+00:00"},
-        {"kind": "step", "step": "started", "ts": "2026-12-01T06:00:08+00:00"},
-        {"kind": "step", "step": "supervise", "ts": "2026-12-01T06:00:10+00:00"},
-        {"kind": "rank_started", "rank": 0, "ts": 1796104809.0},
-    ]
     t0 = 1796104800.0  # 2026-12-01T06:00:00Z
+    events: list[Record] = [
+        Step(step="run", ts=t0),
+        Step(step="twin", ts=t0 + 1),
+        Step(step="preflight", ts=t0 + 2),
+        Step(step="start", ts=t0 + 7),
+        Step(step="started", ts=t0 + 8),
+        Step(step="supervise", ts=t0 + 10),
+        RankStarted(rank=0, container="c", ts=t0 + 9),
+    ]
     assert phase_seconds(events, now=t0 + 70) == {
         "setup": 2.0, "preflight": 5.0, "start": 3.0, "supervise": 60.0
     }  # fmt: skip
-    done = [*events, {"kind": "verdict", "decided_at": t0 + 50, "ts": "x"}]
+    verdict = Finding(watcher="ready", severity="verdict", rank=None, message="ok")
+    done = [*events, VerdictRecord(decided_at=t0 + 50, ts=t0 + 51, **dict(verdict))]
     assert phase_seconds(done, now=t0 + 999)["supervise"] == 40.0
     smoked = [
         *done,
-        {"kind": "step", "step": "smoke", "ts": t0 + 51},
-        {"kind": "smoke", "ts": t0 + 53},
+        Step(step="smoke", ts=t0 + 51),
+        Smoke(ok=True, endpoint="http://h:1", expected_model="m", ts=t0 + 53),
     ]
     assert phase_seconds(smoked, now=t0 + 999)["smoke"] == 2.0
 
@@ -191,7 +193,7 @@ def test_status_format_prometheus_prints_what_the_supervisor_writes(tmp_path, ca
     run.lock_path.write_text(
         json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "heartbeat": time.time()})
     )
-    run.append_event({"kind": "step", "step": "preflight", "detail": ""})
+    run.append_event(Step(step="preflight"))
     write_metrics(run, view)  # the supervisor's hook, as every tick
     kept = (run.dir / METRICS_FILE).read_text()
     assert main(["status", "--run", str(run.dir), "--format", "prometheus"]) == 0

@@ -642,7 +642,7 @@ async def test_the_runner_gathers_facts_tests_the_port_and_writes_the_report_to_
     assert (run.dir / "plans" / "rendezvous.json").exists()
     assert (run.dir / "plans" / "launch.json").exists()
     assert len(json.loads((run.dir / "facts.json").read_text())) == 8
-    assert [e["kind"] for e in run.events()] == ["preflight"]
+    assert [e.kind for e in run.events()] == ["preflight"]
 
 
 async def test_the_runner_reports_a_dropped_connect_and_a_missing_image_together(

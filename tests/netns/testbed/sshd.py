@@ -28,6 +28,7 @@ mount --bind "$node_dir/etc-systemd" /etc/systemd
 mount --bind "$node_dir/etc-netplan" /etc/netplan
 mount --bind "$node_dir/root-home" /root
 mount --bind "$node_dir/root-ssh" /root/.ssh
+mount --bind "$node_dir/models" /models
 printf '%s' "$host" > /proc/sys/kernel/hostname
 exec "$@"
 """
