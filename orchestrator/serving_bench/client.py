@@ -53,7 +53,7 @@ def _describe(exc: BaseException, timeout_s: float) -> str:
         return f"timed out after {timeout_s:g} s"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect: {_short(str(exc)) or type(exc).__name__}"
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return f"connection broken: {_short(str(exc)) or type(exc).__name__}"
     if isinstance(exc, StreamError):
         return str(exc)

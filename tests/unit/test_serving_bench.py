@@ -282,3 +282,11 @@ def _report(run_id: str, levels: list[tuple[int, int, float]]) -> BenchReport:
             for d, c, tps in levels
         ),
     )
+
+
+async def test_thirty_two_clients_at_once_are_all_answered():
+    # socketserver's default listen backlog (5) reset some of 32 simultaneous connections.
+    cfg = BenchConfig(prompt_len=2048, output_len=4, requests_per_client=1)
+    with sim_server(prefill=200_000, decode=400) as (url, _):
+        lv = await run_level(url, MODEL, cfg, 0, 32)
+    assert (lv.requests, lv.errors) == (32, 0), lv.last_error
