@@ -183,6 +183,8 @@ def test_bench_measures_a_serving_endpoint_and_keeps_json_plot_and_smoke(tmp_pat
     kept = BenchReport.model_validate_json((run.dir / "bench.json").read_text())
     assert kept == report
     assert SmokeResult.model_validate_json((run.dir / "smoke.json").read_text()).ok
+    raw = (run.dir / "smoke-response.txt").read_text()
+    assert "data: [DONE]" in raw and '"model": "mistral-large-4"' in raw  # the SSE as sent
     png = (run.dir / "bench.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
@@ -214,6 +216,9 @@ def test_a_failed_smoke_request_is_its_own_failure_kept_with_the_answer(tmp_path
     assert "smoke request failed: HTTP 500: " in err and "Traceback" not in err
     kept = json.loads((run.dir / "smoke.json").read_text())
     assert not kept["ok"] and "illegal memory access" in kept["problem"]
+    raw = (run.dir / "smoke-response.txt").read_text()
+    assert "GET /v1/models -> HTTP 200" in raw and "POST /v1/chat/completions -> HTTP 500" in raw
+    assert '{"object":"error","message":"CUDA error: an illegal memory access"}' in raw
     assert not (run.dir / "bench.json").exists()  # no sweep against a model that fails
 
 
