@@ -23,6 +23,10 @@ EXCEPTION = re.compile(
     r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
 )
 RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
+# IPython/Jupyter print the class before the traceback: `EntryNotFoundError   Traceback (...)`
+NOTEBOOK = re.compile(
+    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\s{2,}Traceback"
+)
 TRACEBACK = "Traceback (most recent call last)"
 KEYWORDS: tuple[bytes, ...] = (
     b"Error",
@@ -69,7 +73,7 @@ FAMILIES: tuple[Family, ...] = (
         "unsupported-arch-kernel",
         "medium",
         None,
-        r"no kernel image|\bsm_?1[0-2][0-9]a?\b|\bsm_[89][0-9]a?\b|compute capability|"
+        r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|"
         r"(?i:not supported on (?:this|your) (?:gpu|device))",
@@ -162,6 +166,8 @@ def exception_of(text: str) -> Raised | None:
     m = EXCEPTION.search(text)
     if m is not None:
         return Raised(m.group("cls"), m.group("msg").strip())
+    if m := NOTEBOOK.search(text):
+        return Raised(m.group("cls"), "")
     if TRACEBACK in text:  # a traceback whose last line was cut: it failed, saying not why
         return Raised("Traceback", "(most recent call last)")
     return None
