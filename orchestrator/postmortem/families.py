@@ -23,6 +23,10 @@ EXCEPTION = re.compile(
     r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
 )
 RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
+# IPython/Jupyter print the class before the traceback: `EntryNotFoundError   Traceback (...)`
+NOTEBOOK = re.compile(
+    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\s{2,}Traceback"
+)
 TRACEBACK = "Traceback (most recent call last)"
 KEYWORDS: tuple[bytes, ...] = (
     b"Error",
@@ -41,15 +45,24 @@ class Family:
     cls: re.Pattern[str] | None  # the class name (last dotted part) must match, if given
     msg: re.Pattern[str] | None  # the message (or the class) must match, if given
     why: str
+    frames: re.Pattern[str] | None = None  # or: the traceback's file paths match this
 
 
-def _f(category: str, confidence: str, cls: str | None, msg: str | None, why: str) -> Family:
+def _f(
+    category: str,
+    confidence: str,
+    cls: str | None,
+    msg: str | None,
+    why: str,
+    frames: str | None = None,
+) -> Family:
     return Family(
         category,
         confidence,
         re.compile(cls) if cls else None,
         re.compile(msg) if msg else None,
         why,
+        re.compile(frames) if frames else None,
     )
 
 
@@ -60,7 +73,7 @@ FAMILIES: tuple[Family, ...] = (
         "unsupported-arch-kernel",
         "medium",
         None,
-        r"no kernel image|\bsm_?1[0-2][0-9]a?\b|\bsm_[89][0-9]a?\b|compute capability|"
+        r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|"
         r"(?i:not supported on (?:this|your) (?:gpu|device))",
@@ -72,6 +85,7 @@ FAMILIES: tuple[Family, ...] = (
         r"AttributeError|NotImplementedError|KeyError|ValueError|RuntimeError|AssertionError",
         r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_",
         "the MoE layer or runner",
+        frames=r"fused_moe|/moe/|_moe\.py|moe_runner|moe_gemm",
     ),
     _f(
         "tokenizer-config",
@@ -152,18 +166,22 @@ def exception_of(text: str) -> Raised | None:
     m = EXCEPTION.search(text)
     if m is not None:
         return Raised(m.group("cls"), m.group("msg").strip())
+    if m := NOTEBOOK.search(text):
+        return Raised(m.group("cls"), "")
     if TRACEBACK in text:  # a traceback whose last line was cut: it failed, saying not why
         return Raised("Traceback", "(most recent call last)")
     return None
 
 
-def classify(raised: Raised) -> Family | None:
-    """The first family whose class and message patterns both hold."""
+def classify(raised: Raised, frames: str = "") -> Family | None:
+    """The first family whose class pattern holds and whose message pattern holds (or, for a
+    family that knows where its errors are raised, whose frames match `frames`)."""
     subject = f"{raised.cls}: {raised.msg}"
     for fam in FAMILIES:
         if fam.cls is not None and not fam.cls.search(raised.name):
             continue
-        if fam.msg is not None and not fam.msg.search(subject):
+        said = fam.msg is None or fam.msg.search(subject) is not None
+        if not said and (fam.frames is None or not fam.frames.search(frames)):
             continue
         return fam
     return None
