@@ -30,11 +30,12 @@ from orchestrator.errors import (
     ImageError,
     PreflightRefused,
 )
-from orchestrator.facts import close_transports, open_transports
+from orchestrator.facts import NodeFacts, close_transports, open_transports
 from orchestrator.launch import LaunchPlan
+from orchestrator.models.events import Resumed, Step
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
-from orchestrator.models.run import Finding, Outcome
+from orchestrator.models.run import Finding, Outcome, RankStarted
 from orchestrator.paths import state_dir
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
@@ -50,6 +51,7 @@ from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
 from orchestrator.supervisor.watchers import WatchConfig
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.wording import waves_text
 
 log = structlog.get_logger(__name__)
 SIM_SCALE_DEFAULT = "default"
@@ -62,10 +64,16 @@ class BootUI(Protocol):
 
     def view(self, view: BootView) -> None: ...
 
+    def progress(self, text: str) -> None:
+        """A passing word before the table (who answered preflight); not kept."""
+
 
 class QuietUI:
     def step(self, name: str, detail: str = "") -> None:
         log.info("step", name=name, detail=detail)
+
+    def progress(self, text: str) -> None:
+        return None
 
     def view(self, view: BootView) -> None:
         return None
@@ -87,6 +95,8 @@ class BootOptions:
     # With `simulate`: extra `docker run` flags for every rank's container (drills, e.g. a
     # memory limit `--memory=256m` under which a `hog` fault is OOM-killed).
     sim_docker_extra: tuple[str, ...] = ()
+    # After READY, one fixed chat request (serving_bench/smoke.py); its failure is SMOKE_FAILED.
+    smoke: bool = True
 
 
 @dataclass
@@ -104,7 +114,7 @@ class BootResult:
 
 
 def _step(run: Run, ui: BootUI, name: str, detail: str = "") -> None:
-    run.append_event({"kind": "step", "step": name, "detail": detail})
+    run.append_event(Step(step=name, detail=detail))
     ui.step(name, detail)
 
 
@@ -145,6 +155,10 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     twin = make_twin(
         real, options.sim_scale, python=sys.executable, weights_dir=str(weights), **extra
     )
+    if options.simulate:
+        # The ranks import this package from the read-only mount `host_python` adds, whatever
+        # makes it importable here (an editable install may point at another checkout).
+        twin = twin.model_copy(update={"env": {**twin.env, "PYTHONPATH": str(_package_root())}})
     if options.sim_env:
         twin = twin.model_copy(update={"env": {**twin.env, **options.sim_env}})
     if options.simulate and options.sim_docker_extra:
@@ -159,12 +173,16 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     return twin, twin_record(real, twin)
 
 
+def _package_root() -> Path:
+    """The folder that holds this `orchestrator` package."""
+    return Path(__file__).resolve().parent.parent
+
+
 def host_python() -> list[str]:
     """Read-only mounts that let a small image run this machine's Python and this package
     (TESTBED.md: a busybox image with the host's /usr, /lib and the Python install mounted)."""
     mounts = {"/usr", "/lib", "/lib64", "/etc/ssl", sys.base_prefix, sys.prefix}
-    package = Path(__file__).resolve().parent.parent
-    mounts.add(str(package))
+    mounts.add(str(_package_root()))
     return [f"{m}:{m}:ro" for m in sorted(mounts) if Path(m).exists()]
 
 
@@ -289,6 +307,21 @@ def write_manifest(
     )
 
 
+def preflight_progress(inventory: Inventory, ui: BootUI) -> Callable[[NodeFacts], None]:
+    """Facts take seconds a node: say who answered and who is still awaited, so the screen is
+    not blank while preflight runs."""
+    answered: set[str] = set()
+
+    def on_node(facts: NodeFacts) -> None:
+        answered.add(facts.node)
+        waiting = [n.name for n in inventory.nodes if n.name not in answered]
+        text = f"preflight: {len(answered)}/{len(inventory.nodes)} nodes answered"
+        text += f"; waiting for {', '.join(waiting)}" if waiting else "; checking the rest"
+        ui.progress(text)
+
+    return on_node
+
+
 def watch_config(recipe: Recipe) -> WatchConfig:
     return WatchConfig(
         barrier_window_s=float(recipe.timeouts.barrier),
@@ -327,6 +360,7 @@ async def boot(
         options.connect,
         run=run,
         image_will_be_pushed=options.push_image and not simulated,
+        on_node=preflight_progress(inventory, ui),
     )
     if pre.report.errors or pre.launch is None:
         verdict = Finding(
@@ -339,10 +373,9 @@ async def boot(
             advice=pre.report.errors[0].fix if pre.report.errors else "",
         )
         write_verdict(run, verdict)
-        err = PreflightRefused(verdict.message, where=f"run {run.id}", hint=verdict.advice)
-        err.run_dir = str(run.dir)  # type: ignore[attr-defined]
-        err.report = pre.report  # type: ignore[attr-defined]
-        raise err
+        raise PreflightRefused(
+            verdict.message, where=f"run {run.id}", hint=verdict.advice, run_dir=str(run.dir)
+        )
     plan = pre.launch
     write_manifest(
         run,
@@ -385,7 +418,7 @@ async def boot(
         on_view=ui.view,
     )
     try:
-        _step(run, ui, "start", f"{len(specs)} ranks, waves {list(map(list, plan.waves))}")
+        _step(run, ui, "start", f"{len(specs)} ranks, {waves_text(plan.waves)}")
         try:
             await start_ranks(
                 run, ui, plan, specs, runtime, transports, supervisor, recipe.timeouts.connect * 4
@@ -406,6 +439,11 @@ async def boot(
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:
             await collect_evidence(run, specs, runtime, supervisor.lost_ranks())
+        elif options.smoke:
+            from orchestrator.serving_bench.session import smoke_verdict
+
+            _step(run, ui, "smoke", f"{url}/v1/chat/completions")
+            verdict = await smoke_verdict(run, url, recipe.model_dump(mode="json")) or verdict
         write_verdict(run, verdict, {"repaired_bytes": supervisor.repaired_bytes})
     finally:
         await close_transports(transports)
@@ -414,7 +452,10 @@ async def boot(
         verdict,
         endpoint=url if verdict.outcome is Outcome.READY else None,
         repaired_bytes=supervisor.repaired_bytes,
-        diagnosis=None if verdict.outcome is Outcome.READY else diagnose(run),
+        # A failed smoke has its own verdict: the boot itself went well (no postmortem).
+        diagnosis=None
+        if verdict.outcome in (Outcome.READY, Outcome.SMOKE_FAILED)
+        else diagnose(run),
     )
 
 
@@ -494,11 +535,11 @@ async def resume(
         resume_state=replay_logs(ctx),
     )
     # Deadlines count from when the ranks were started, as in the first supervisor.
-    starts = [e["ts"] for e in run.events() if e.get("kind") == "rank_started"]
+    starts = [e.ts for e in run.events() if isinstance(e, RankStarted)]
     supervisor.started = min(starts) if starts else run_started_at(run)
     kept_before = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())
     _step(run, ui, "resume", f"run {run.id}: {kept_before} bytes already preserved")
-    run.append_event({"kind": "resumed", "bytes_preserved": kept_before})
+    run.append_event(Resumed(bytes_preserved=kept_before))
     try:
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:

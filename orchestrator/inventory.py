@@ -1,13 +1,16 @@
-"""Read an Ansible YAML inventory with Ansible's semantics, and validate the cluster's keys.
+"""Load the inventory: Ansible's reading of the file, then the cluster's own rules.
 
-The same file drives `ansible-playbook`, so we follow Ansible where it has an opinion:
+`orchestrator/ansible_inventory.py` reads the YAML exactly as `ansible-inventory` does (groups,
+host ranges, `group_vars/`, `host_vars/`, precedence); this module refuses what is not a YAML
+inventory file with one line (a folder, a symlink loop, INI, a script, a vault), then checks
+what `cluster` needs of the merged variables:
 
-* hosts live under `all.hosts` or `<group>.hosts` at any depth of `children`; top-level groups
-  other than `all` are children of `all`;
-* variables merge `all.vars` < parent group vars < child group vars (by depth, then
-  `ansible_group_priority`, then name) < host vars;
-* `ansible_host` (else the host name), `ansible_port` (22), `ansible_user` (else the current
-  user, as Ansible does), `ansible_ssh_private_key_file`.
+* `ansible_host` (else the host name), `ansible_port` (22; an integer 1-65535, never `true` or
+  `2.5`), `ansible_user` (else the current user, as Ansible does),
+  `ansible_ssh_private_key_file`; a Jinja `{{ }}` in one of these is refused (we do not
+  evaluate templates, so we would use another address than Ansible);
+* the cluster's host variables (`rank`, `fabric_iface`, …) and `cluster_*` variables, strictly;
+* ranks exactly 0..N-1, each (address, port) once.
 
 Every problem is reported as one line naming file, host and key; all of them at once.
 """
@@ -15,16 +18,19 @@ Every problem is reported as one line naming file, host and key; all of them at 
 from __future__ import annotations
 
 import difflib
+import errno
 import getpass
 import hashlib
 import os
+import re
+import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.ansible_inventory import AnsibleInventory, read_tree
 from orchestrator.errors import InventoryError
 from orchestrator.models.inventory import (
     CLUSTER_VAR_NAMES,
@@ -35,29 +41,9 @@ from orchestrator.models.inventory import (
     Node,
 )
 from orchestrator.paths import builtin_simulated_inventory
-from orchestrator.yamlio import YamlProblem, load_yaml
+from orchestrator.yamlio import MAX_BYTES, YamlProblem, parse_yaml, short_repr
 
-GROUP_KEYS = frozenset({"hosts", "vars", "children"})
 INVENTORY_ENV = "CLUSTER_INVENTORY"
-
-
-@dataclass
-class _Group:
-    name: str
-    depth: int
-    priority: int
-    vars: dict[str, Any]
-    parents: set[str] = field(default_factory=set)
-
-
-@dataclass
-class _Walk:
-    """What the group tree says, before any cluster rule is applied."""
-
-    groups: dict[str, _Group] = field(default_factory=dict)
-    host_groups: dict[str, set[str]] = field(default_factory=dict)
-    host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
 
 
 def resolve_inventory_path(explicit: str | Path | None) -> tuple[Path, str]:
@@ -78,22 +64,30 @@ def load_inventory(path: str | Path) -> Inventory:
     """Load and validate; raises one `InventoryError` carrying every problem found."""
     path = Path(path)
     where = str(path)
-    if not path.exists():
-        raise InventoryError(
-            "no such file", where=where, hint="pass -i PATH or set $CLUSTER_INVENTORY"
-        )
+    raw_bytes = _read_inventory_file(path)
     try:
-        raw_bytes = path.read_bytes()
-        data = load_yaml(path)
+        data = parse_yaml(_text(raw_bytes, where))
     except YamlProblem as exc:
+        if _looks_like_ini(raw_bytes):
+            raise _ini_refusal(where) from exc
         loc = f"{where}:{exc.line}" if exc.line else where
         raise InventoryError(exc.message, where=loc) from exc
     if not isinstance(data, Mapping) or not data:
+        if _looks_like_ini(raw_bytes):
+            raise _ini_refusal(where)
         raise InventoryError(
             "not an Ansible YAML inventory (expected a mapping with an `all` group)", where=where
         )
+    if data.get("plugin"):
+        raise InventoryError(
+            f"an inventory plugin's configuration (plugin: {short_repr(data['plugin'])}), not "
+            "a YAML inventory; cluster reads YAML inventories only",
+            where=where,
+            hint="write its hosts out with `ansible-inventory -i FILE --list --yaml --export`",
+        )
 
-    walk = _walk_tree(data, where)
+    base = path.resolve().parent
+    walk = read_tree(data, where, base)
     if not walk.host_groups and not walk.problems:
         walk.problems.append(f"{where}: no hosts (expected all.hosts or all.children.*.hosts)")
     nodes, cluster_vars = _validate_hosts(walk, where)
@@ -103,15 +97,125 @@ def load_inventory(path: str | Path) -> Inventory:
     if problems:
         raise InventoryError(problems[0], more=tuple(problems[1:]))
     assert cluster_vars is not None
-    base = path.resolve().parent
+    known_hosts = _resolve(base, cluster_vars.cluster_known_hosts)
+    if known_hosts is not None and (why := _not_known_hosts(known_hosts)):
+        raise InventoryError(
+            f"key 'cluster_known_hosts': {known_hosts} {why}",
+            where=where,
+            hint="name an OpenSSH known_hosts file (it may not exist yet with "
+            "--accept-new-host-keys)",
+        )
+    digest = hashlib.sha256(raw_bytes)
+    for vars_file in walk.files_read:  # group_vars/, host_vars/: part of what the nodes are
+        digest.update(str(vars_file.relative_to(base)).encode() + b"\0" + vars_file.read_bytes())
     return Inventory(
         path=path.resolve(),
-        sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        sha256=digest.hexdigest(),
         name=cluster_vars.cluster_name,
         connection=cluster_vars.cluster_connection,
-        known_hosts=_resolve(base, cluster_vars.cluster_known_hosts),
+        known_hosts=known_hosts,
         runs_dir=_resolve(base, cluster_vars.cluster_runs_dir),
+        weights_root=cluster_vars.cluster_weights_root,
         nodes=tuple(sorted(nodes, key=lambda n: n.rank)),
+    )
+
+
+def _not_known_hosts(path: Path) -> str | None:
+    """Why `path` cannot be a known_hosts file, else None. A configuration mistake is exit 2
+    before any node is asked, not every node's failure (exit 3)."""
+    if path.is_dir():
+        return "is a directory, not a known_hosts file"
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(65536)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if b"\0" in head:
+        return "is a binary file, not a known_hosts file"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not a character cut at the end of the sample
+            return "is not text, not a known_hosts file"
+    return None
+
+
+def _read_inventory_file(path: Path) -> bytes:
+    """The file's bytes, or one line saying why this is not an inventory file we read."""
+    where = str(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InventoryError("a symbolic link loop", where=where) from exc
+        if path.is_symlink():
+            raise InventoryError(
+                f"a symbolic link to {os.readlink(path)}, which does not exist", where=where
+            ) from exc
+        if exc.errno == errno.ENOENT:
+            raise InventoryError(
+                "no such file", where=where, hint="pass -i PATH or set $CLUSTER_INVENTORY"
+            ) from exc
+        raise InventoryError(f"cannot read: {exc.strerror or exc}", where=where) from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise InventoryError(
+            "a directory; cluster reads one YAML inventory file (Ansible's inventory "
+            "directories are not supported)",
+            where=where,
+            hint="pass the inventory file in it; its group_vars/ and host_vars/ are read",
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise InventoryError("not a regular file", where=where)
+    if st.st_size > MAX_BYTES:
+        raise InventoryError(
+            f"{st.st_size:,} bytes, more than {MAX_BYTES // 2**20} MiB; not an inventory",
+            where=where,
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InventoryError(f"cannot read: {exc.strerror or exc}", where=where) from exc
+    if data.startswith(b"#!"):
+        raise InventoryError(
+            "an inventory script; cluster reads YAML inventories only",
+            where=where,
+            hint="write its hosts out with `ansible-inventory -i FILE --list --yaml --export`",
+        )
+    if data.startswith(b"$ANSIBLE_VAULT"):
+        raise InventoryError(
+            "vault-encrypted; cluster cannot decrypt it",
+            where=where,
+            hint="keep the variables cluster uses in a plain file (group_vars/ may hold "
+            "the encrypted rest)",
+        )
+    return data
+
+
+def _text(data: bytes, where: str) -> str:
+    if b"\0" in data:
+        raise InventoryError("a binary file, not YAML text", where=where)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InventoryError("not UTF-8 text", where=where) from exc
+
+
+_INI_SECTION = re.compile(rb"^\s*\[[^\]\n]+\]\s*$", re.MULTILINE)
+
+
+def _looks_like_ini(data: bytes) -> bool:
+    """An INI inventory: a `[group]` header alone on a line, or `host key=value` lines."""
+    return bool(_INI_SECTION.search(data)) or bool(re.search(rb"^\S+\s+\w+=\S", data, re.MULTILINE))
+
+
+def _ini_refusal(where: str) -> InventoryError:
+    return InventoryError(
+        "an INI inventory; cluster reads YAML inventories only",
+        where=where,
+        hint="convert it once: `ansible-inventory -i FILE --list --yaml --export > "
+        "inventory.yaml` (Ansible reads the YAML just the same)",
     )
 
 
@@ -122,108 +226,12 @@ def _resolve(base: Path, value: str | None) -> Path | None:
     return p if p.is_absolute() else base / p
 
 
-def _walk_tree(data: Mapping[str, Any], where: str) -> _Walk:
-    walk = _Walk()
-    top = dict(data)
-    all_group = top.pop("all", None) or {}
-    # Ansible: a top-level group other than `all` is a child of `all`.
-    if top:
-        if not isinstance(all_group, Mapping):
-            walk.problems.append(f"{where}: group 'all': expected a mapping")
-            return walk
-        children = dict(all_group.get("children") or {})
-        children.update(top)
-        all_group = {**all_group, "children": children}
-    _visit(walk, "all", all_group, parent=None, depth=0, where=where)
-    return walk
-
-
-def _visit(
-    walk: _Walk, name: str, body: Any, *, parent: str | None, depth: int, where: str
-) -> None:
-    if body is None:
-        body = {}
-    if not isinstance(body, Mapping):
-        walk.problems.append(f"{where}: group '{name}': expected a mapping, got {_kind(body)}")
-        return
-    for key in body:
-        if key not in GROUP_KEYS:
-            walk.problems.append(
-                f"{where}: group '{name}': unknown key '{key}' (a group has hosts, vars, children)"
-            )
-    gvars = body.get("vars") or {}
-    if not isinstance(gvars, Mapping):
-        walk.problems.append(f"{where}: group '{name}': vars must be a mapping")
-        gvars = {}
-    group = walk.groups.get(name)
-    if group is None:
-        priority = gvars.get("ansible_group_priority", 1)
-        group = _Group(name, depth, priority if isinstance(priority, int) else 1, dict(gvars))
-        walk.groups[name] = group
-    else:  # the same group reached twice: Ansible merges, and its depth is the deepest path
-        group.depth = max(group.depth, depth)
-        group.vars.update(gvars)
-    if parent:
-        group.parents.add(parent)
-
-    hosts = body.get("hosts") or {}
-    if not isinstance(hosts, Mapping):
-        walk.problems.append(f"{where}: group '{name}': hosts must be a mapping of name: vars")
-        hosts = {}
-    for host, hvars in hosts.items():
-        host = str(host)
-        if hvars is not None and not isinstance(hvars, Mapping):
-            walk.problems.append(f"{where}: host '{host}': expected a mapping of variables")
-            continue
-        walk.host_groups.setdefault(host, set()).add(name)
-        walk.host_vars.setdefault(host, {}).update(hvars or {})
-
-    children = body.get("children") or {}
-    if not isinstance(children, Mapping):
-        walk.problems.append(f"{where}: group '{name}': children must be a mapping")
-        return
-    for child, child_body in children.items():
-        _visit(walk, str(child), child_body, parent=name, depth=depth + 1, where=where)
-
-
-def _kind(value: Any) -> str:
-    return type(value).__name__
-
-
-def _ancestors(walk: _Walk, group: str) -> set[str]:
-    seen: set[str] = set()
-    stack = [group]
-    while stack:
-        g = stack.pop()
-        if g in seen:
-            continue
-        seen.add(g)
-        stack.extend(walk.groups[g].parents if g in walk.groups else ())
-    return seen
-
-
-def merged_vars(walk: _Walk, host: str) -> dict[str, Any]:
-    """Ansible's precedence: shallow groups first, deeper groups override, host vars last."""
-    groups: set[str] = {"all"}
-    for g in walk.host_groups[host]:
-        groups |= _ancestors(walk, g)
-    ordered = sorted(
-        (walk.groups[g] for g in groups if g in walk.groups),
-        key=lambda g: (g.depth, g.priority, g.name),
-    )
-    merged: dict[str, Any] = {}
-    for group in ordered:
-        merged.update(group.vars)
-    merged.update(walk.host_vars[host])
-    return merged
-
-
-def _validate_hosts(walk: _Walk, where: str) -> tuple[list[Node], ClusterVars | None]:
+def _validate_hosts(walk: AnsibleInventory, where: str) -> tuple[list[Node], ClusterVars | None]:
     nodes: list[Node] = []
     cluster_seen: dict[str, tuple[str, Any]] = {}
     cluster_vars: ClusterVars | None = None
     for host in walk.host_groups:
-        merged = merged_vars(walk, host)
+        merged = walk.merged_vars(host)
         loc = f"{where}: host '{host}'"
         mine = {k: v for k, v in merged.items() if k in HOST_VAR_NAMES}
         ours = {k: v for k, v in merged.items() if k.startswith("cluster_")}
@@ -269,13 +277,19 @@ def _validate_hosts(walk: _Walk, where: str) -> tuple[list[Node], ClusterVars | 
 def _node(
     host: str, hv: HostVars, extra: dict[str, Any], loc: str, problems: list[str]
 ) -> Node | None:
+    for key in CONNECTION_VARS:
+        if isinstance(extra.get(key), str) and "{{" in extra[key]:
+            problems.append(
+                f"{loc}: key '{key}': a Jinja template ({short_repr(extra[key])}); cluster does "
+                "not evaluate templates, so write the value itself"
+            )
+            return None
     port_raw = extra.get("ansible_port", 22)
-    try:
-        port = int(port_raw)
-        if not 0 < port < 65536:
-            raise ValueError
-    except (TypeError, ValueError):
-        problems.append(f"{loc}: key 'ansible_port': expected a TCP port, got {port_raw!r}")
+    port = _port(port_raw)
+    if port is None:
+        problems.append(
+            f"{loc}: key 'ansible_port': expected a TCP port 1-65535, got {short_repr(port_raw)}"
+        )
         return None
     key_file = extra.get("ansible_ssh_private_key_file") or extra.get("ansible_private_key_file")
     return Node(
@@ -293,6 +307,26 @@ def _node(
     )
 
 
+CONNECTION_VARS = (
+    "ansible_host",
+    "ansible_port",
+    "ansible_user",
+    "ansible_ssh_private_key_file",
+    "ansible_private_key_file",
+)
+
+
+def _port(value: Any) -> int | None:
+    """A TCP port from an integer or a string of digits; `true` and `2.5` are not ports
+    (Python's int() would make them 1 and 2)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    if isinstance(value, str) and not value.strip().isdigit():
+        return None
+    port = int(value)
+    return port if 0 < port < 65536 else None
+
+
 def _suggest(key: str, names: frozenset[str]) -> str:
     close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
     return f" — did you mean '{close[0]}'?" if close else ""
@@ -308,7 +342,11 @@ def _pydantic_lines(loc: str, exc: ValidationError) -> list[str]:
         elif err["type"] == "extra_forbidden":
             msg = "unknown key"
         got = err.get("input")
-        shown = f" (got {got!r})" if err["type"] != "missing" and not isinstance(got, dict) else ""
+        shown = (
+            f" (got {short_repr(got)})"
+            if err["type"] != "missing" and not isinstance(got, dict)
+            else ""
+        )
         lines.append(f"{loc}: key '{key}': {msg}{shown}")
     return lines
 
@@ -335,8 +373,12 @@ def _cluster_rules(nodes: list[Node], where: str) -> list[str]:
                 f"for {n} hosts (ranks are 0..{n - 1})"
             )
     missing = sorted(set(range(n)) - set(by_rank))
-    if missing and not problems:
-        problems.append(f"{where}: ranks {missing} are missing (ranks are 0..{n - 1})")
+    if missing:
+        problems.append(
+            f"{where}: rank{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(str, missing[:20]))}{' …' if len(missing) > 20 else ''} "
+            f"missing (ranks are 0..{n - 1}, one per host)"
+        )
     by_addr: dict[tuple[str, int], str] = {}
     for node in nodes:
         other = by_addr.setdefault((node.address, node.port), node.name)

@@ -24,7 +24,11 @@ Every flag below is here for a reason learned the hard way:
   appends these lines, so reverse lookups of fabric addresses answer at once.
 * the recipe's `gpus`, `ipc`, `shm_size`, `ulimits`, `volumes` and `extra`, in that order;
 * `--env` per variable: the recipe's env (placeholders filled), then the rendezvous plan's
-  per-host variables of *this* node;
+  per-host variables of *this* node. A secret (`HF_TOKEN`, `*_KEY`, `*PASSWORD*`: the names
+  `orchestrator.redact` knows) is a bare `--env NAME`: its value never is on a command line,
+  where `ps` on the node shows it to every user. `with_secret_env` starts `docker run` under
+  `sh`, which reads `NAME=value` lines from stdin (the SSH channel) and exports them; docker
+  copies a bare `--env NAME` from its own environment;
 * `--entrypoint argv[0]`, the image, then the rest of the rank's argv from `render()`: the image's
   own ENTRYPOINT is never relied on (seed 002's launcher ran the model id as a program).
 
@@ -39,8 +43,10 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe, render
+from orchestrator.redact import is_secret_name
 from orchestrator.rendezvous import RendezvousPlan
 
 LABEL_RUN = "cluster.run"
@@ -106,11 +112,6 @@ class LaunchPlan(BaseModel):
         return next(r for r in self.ranks if r.rank == rank)
 
 
-def docker_base(node: Node) -> list[str]:
-    """`docker`, aimed at the node's daemon when the inventory names one (`docker_host`)."""
-    return ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
-
-
 def container_options(recipe: Recipe) -> list[str]:
     """The recipe's `docker` section as `docker run` flags, in a fixed order."""
     d = recipe.docker
@@ -154,14 +155,38 @@ def docker_run_argv(
     Never `--rm` (the recipe refuses it in `extra`, and nothing here adds it)."""
     if not argv:
         raise PlanError("a container needs a program: argv is empty")
-    out = [*docker_base(node), "run", "--detach", "--name", name]
+    out = [*DockerCli.of(node).base, "run", "--detach", "--name", name]
     for key, value in labels.items():
         out += ["--label", f"{key}={value}"]
     out += list(options)
     for key, value in env.items():
-        out += ["--env", f"{key}={value}"]
+        out += ["--env", key if is_secret_name(key) else f"{key}={value}"]
     out += ["--entrypoint", argv[0], image, *argv[1:]]
     return tuple(out)
+
+
+# Reads NAME=value lines until EOF, exports each, then runs the argv it was given. `read -r`
+# keeps backslashes; IFS= keeps leading and trailing blanks of a value.
+ENV_FROM_STDIN = 'while IFS= read -r kv; do export "$kv"; done; exec "$@"'
+
+
+def secret_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables `docker_run_argv` names without a value."""
+    return {k: v for k, v in env.items() if is_secret_name(k)}
+
+
+def with_secret_env(
+    docker_argv: Sequence[str], env: Mapping[str, str]
+) -> tuple[tuple[str, ...], bytes | None]:
+    """The argv to run on the node, and its stdin: the secrets' values, or None without any."""
+    secrets = secret_env(env)
+    if not secrets:
+        return tuple(docker_argv), None
+    for key, value in secrets.items():
+        if "\n" in value or "\0" in value:
+            raise PlanError(f"env {key}: a secret's value must be one line")
+    stdin = "".join(f"{k}={v}\n" for k, v in secrets.items()).encode()
+    return ("sh", "-c", ENV_FROM_STDIN, "sh", *docker_argv), stdin
 
 
 def waves(recipe: Recipe, nnodes: int) -> tuple[tuple[int, ...], ...]:

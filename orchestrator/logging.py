@@ -11,6 +11,9 @@ import sys
 from enum import StrEnum
 
 import structlog
+from structlog.typing import EventDict
+
+from orchestrator.redact import redact
 
 
 class LogFormat(StrEnum):
@@ -22,6 +25,11 @@ def _stderr_logger(*_args: object) -> structlog.PrintLogger:
     # Whatever sys.stderr is now (not the one at configure time): a redirected or captured
     # stderr that was closed since must never swallow, or crash, a later log line.
     return structlog.PrintLogger(file=sys.stderr)
+
+
+def _redact_event(_logger: object, _name: str, event: EventDict) -> EventDict:
+    """Secrets never reach a log line: the run store's redaction, applied to every field."""
+    return dict(redact(event))
 
 
 def configure_logging(fmt: LogFormat = LogFormat.console, *, verbose: bool = False) -> None:
@@ -36,6 +44,7 @@ def configure_logging(fmt: LogFormat = LogFormat.console, *, verbose: bool = Fal
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

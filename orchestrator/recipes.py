@@ -58,12 +58,16 @@ def load_recipe(path: Path | str) -> Recipe:
         return Recipe.model_validate({**data, "name": name})
     except ValidationError as exc:
         problems = [_problem(err) for err in exc.errors()]
-    if len(problems) == 1:
-        key, msg = problems[0]
-        where = f"{shown}: key '{key}'" if key else shown
-        raise RecipeError(msg, where=where) from None
-    lines = [f"{shown}: key '{key}': {msg}" if key else f"{shown}: {msg}" for key, msg in problems]
-    raise RecipeError("; ".join(lines)) from None
+    keys = {key for key, _ in problems}
+    # `tp` defaults to `nodes`: when `nodes` itself is wrong, "tp: required" is not a second
+    # mistake of the user's, only an echo of the first.
+    if "nodes" in keys and "tp" not in data:
+        problems = [(k, m) for k, m in problems if k != "tp"]
+    key, msg = problems[0]
+    lines = [f"{shown}: key '{k}': {m}" if k else f"{shown}: {m}" for k, m in problems[1:]]
+    raise RecipeError(
+        msg, where=f"{shown}: key '{key}'" if key else shown, more=tuple(lines)
+    ) from None
 
 
 def find_recipe(name_or_path: Path | str) -> Path:

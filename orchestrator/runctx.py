@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import RunStoreError
 from orchestrator.inventory import load_inventory
 from orchestrator.launch import LaunchPlan
@@ -19,7 +20,6 @@ from orchestrator.runstore import Run
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.follower import split_lines
-from orchestrator.supervisor.progress import line_timestamp_ns
 from orchestrator.supervisor.state import BootState, initial_state, reduce
 from orchestrator.supervisor.watchers import WatchConfig
 

@@ -15,15 +15,16 @@ import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
+from orchestrator.models.events import Stopped
 from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, Sample
 from orchestrator.runctx import RunContext, read_json, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import sample_fields
-from orchestrator.supervisor.progress import line_timestamp_ns
 from orchestrator.supervisor.state import BootState, reduce
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.transport import ConnectOptions, Transport
@@ -87,12 +88,7 @@ def _probe(url: str) -> float | None:
 
 def _stopped_at(ctx: RunContext) -> float | None:
     """When `cluster stop` first began on this run (its event), or None."""
-    began = [
-        float(ev.get("began") or ev.get("ts") or 0)
-        for ev in ctx.run.events()
-        if ev.get("kind") == "stopped"
-    ]
-    return min((t for t in began if t > 0), default=None)
+    return min((ev.began for ev in ctx.run.events() if isinstance(ev, Stopped)), default=None)
 
 
 async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:
@@ -102,6 +98,7 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
     finally:
         await close_transports(transports)
     now = time.time()
+    stopped_at = _stopped_at(ctx)
     state: BootState = replay_logs(ctx)
     states: dict[int, str] = {}
     for spec, answer in zip(ctx.specs, answers, strict=True):
@@ -130,9 +127,12 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
                     ts=now, rank=k, exit_code=exit_state.exit_code, oom_killed=exit_state.oom_killed
                 ),
             )
+        elif stopped_at is not None and exit_state.status == "missing":
+            # `cluster stop` removed it: whatever its last line said (serving, warming), the
+            # rank has exited; its row must not read as alive under a "stopped" header.
+            state = reduce(state, RankExited(ts=now, rank=k, exit_code=None))
     verdict = read_json(ctx.run.dir / "verdict.json") or {}
     phase = "booting"
-    stopped_at = _stopped_at(ctx)
     if stopped_at is not None and not any(v in ("running", "unreachable") for v in states.values()):
         # Nothing left to ask: the run ended at `cluster stop`, whatever it had reached.
         when = datetime.fromtimestamp(stopped_at, UTC).strftime("%H:%M:%S UTC")
@@ -161,4 +161,7 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
 
 
 async def current_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:
-    return supervisor_view(ctx) or await live_view(ctx, options)
+    # After `cluster stop` a supervisor may live on a few seconds, its status.json still from
+    # before the stop: the nodes say how the run ended.
+    supervised = supervisor_view(ctx) if _stopped_at(ctx) is None else None
+    return supervised or await live_view(ctx, options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 
@@ -20,6 +20,19 @@ def rank_list(ranks: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
+def ranks_text(ranks: Iterable[int]) -> str:
+    """[3] -> 'rank 3'; [0..7] -> 'ranks 0-7'."""
+    values = sorted(set(ranks))
+    return f"{'rank' if len(values) == 1 else 'ranks'} {rank_list(values)}"
+
+
+def waves_text(waves: Sequence[Sequence[int]]) -> str:
+    """How ranks start: 'one wave: ranks 0-7'; '2 waves: rank 0, then ranks 1-7'."""
+    if len(waves) == 1:
+        return f"one wave: {ranks_text(waves[0])}"
+    return f"{len(waves)} waves: " + ", then ".join(ranks_text(w) for w in waves)
+
+
 def clock(ts: float | None) -> str:
     if ts is None:
         return "an unknown time"
@@ -27,7 +40,10 @@ def clock(ts: float | None) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """1 rank, 2 ranks; 2 processes."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}{'es' if word.endswith(('s', 'sh', 'ch', 'x')) else 's'}"
 
 
 def first_sentence(text: str) -> str:

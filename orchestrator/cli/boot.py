@@ -17,28 +17,36 @@ from rich.live import Live
 from rich.text import Text
 
 from orchestrator.boot import BootOptions, BootResult, boot
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
-from orchestrator.errors import BootFailed, ExitCode
+from orchestrator.errors import BootFailed, ClusterError, ExitCode
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.report import render_rich
 from orchestrator.runstore import Run
 from orchestrator.supervisor.summary import PlainProgress
-from orchestrator.supervisor.view import BootView, render_table
+from orchestrator.supervisor.table import BootTable
+from orchestrator.supervisor.view import BootView
 from orchestrator.transport import ConnectOptions
 
 
 class LiveUI:
     """Steps scroll above; the per-rank table refreshes in place (the same renderer as
-    `cluster status --watch`)."""
+    `cluster status --watch`), laid out for the terminal's width at each refresh."""
 
-    def __init__(self, live: Live | None) -> None:
+    def __init__(self, live: Live | None, *, wide: bool = False) -> None:
         self.live = live
+        self.wide = wide
         self.steps: list[str] = []
         self.last: BootView | None = None
         self.printed_warnings = 0
         # Not a terminal (a log file, nohup, --detach): a plain progress line now and then.
         self.plain = PlainProgress() if live is None else None
+
+    def progress(self, text: str) -> None:
+        """Before the first table (preflight): one line that changes in place."""
+        if self.live is not None and self.last is None:
+            self.live.update(Text(text, no_wrap=True, overflow="ellipsis"))
 
     def step(self, name: str, detail: str = "") -> None:
         line = f"[bold]{name}[/] {detail}".rstrip()
@@ -54,16 +62,16 @@ class LiveUI:
             (self.live.console if self.live else err_console).print(text)
         self.printed_warnings = len(view.warnings)
         if self.live is not None:
-            self.live.update(render_table(view))
+            self.live.update(BootTable(view, wide=self.wide))
         elif self.plain is not None and (line := self.plain.due(view)) is not None:
             err_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def print_outcome(result: BootResult) -> None:
+def print_outcome(result: BootResult, *, wide: bool = False) -> None:
     v = result.verdict
     run = result.run
     if result.last_view is not None:
-        console.print(render_table(result.last_view))
+        console.print(BootTable(result.last_view, wide=wide), soft_wrap=wide)
     if v.outcome is Outcome.READY:
         console.print(f"[bold green]READY[/] {v.message}")
         if result.endpoint:
@@ -81,7 +89,12 @@ def print_outcome(result: BootResult) -> None:
 
 
 def boot_cmd(
-    recipe: Annotated[str, typer.Argument(help="recipe name (`cluster recipes list`) or path")],
+    recipe: Annotated[
+        str,
+        typer.Argument(
+            help="recipe name (`cluster recipes list`) or path", autocompletion=complete_recipe
+        ),
+    ],
     inventory: InventoryOpt = None,
     scale: Annotated[
         str,
@@ -129,6 +142,17 @@ def boot_cmd(
         bool,
         typer.Option("--detach", help="supervise in the background; follow with `cluster status`"),
     ] = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="every column of the table, however wide")
+    ] = False,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            "--smoke/--no-smoke",
+            help="after READY, send one chat request and check the answer and the served model "
+            "name (a failure is SMOKE_FAILED; smoke.json keeps the answer)",
+        ),
+    ] = True,
     resume_run: Annotated[
         str | None,
         typer.Option(
@@ -147,6 +171,7 @@ def boot_cmd(
             *(["--simulate"] if simulate else []),
             *(["--sim-image", sim_image] if sim_image else []),
             *(f"--sim-docker-opt={opt}" for opt in sim_docker_opt or ()),
+            *([] if smoke else ["--no-smoke"]),
         ]
         start_detached(
             recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push, passthrough
@@ -163,6 +188,7 @@ def boot_cmd(
         simulate=simulate,
         sim_image=sim_image,
         sim_docker_extra=tuple(sim_docker_opt or ()),
+        smoke=smoke,
     )
     runs: list[Run] = []
     notify = os.environ.pop(DETACH_NOTIFY_ENV, None)
@@ -176,39 +202,45 @@ def boot_cmd(
             os.close(fd)
             Path(notify).write_text(f"{run.id}\n{run.dir}\n")
 
-    show_live = console.is_terminal and not json_out
+    show_live = live_terminal() and not json_out
     with (
         Live(Text("starting…"), console=console, refresh_per_second=4, transient=True)
         if (show_live)
         else _Null() as live
     ):
-        ui = LiveUI(live if show_live else None)
+        ui = LiveUI(live if show_live else None, wide=wide)
         try:
             result = asyncio.run(boot(recipe, inv, options=options, ui=ui, on_run=on_run))
         except KeyboardInterrupt:
             where = f" — the ranks keep running; run directory {runs[0].dir}" if runs else ""
             err_console.print(f"interrupted{where}; `cluster status` shows them")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-        except BaseException as exc:
-            if runs and not hasattr(exc, "run_dir"):
-                exc.run_dir = str(runs[0].dir)  # type: ignore[attr-defined]
+        except ClusterError as exc:
+            if runs and exc.run_dir is None:
+                exc.run_dir = str(runs[0].dir)
             raise
     result.last_view = ui.last
     if json_out:
         verdict = json.loads((result.run.dir / "verdict.json").read_text())
         print_json({**verdict, "run_dir": str(result.run.dir), "endpoint": result.endpoint})
     else:
-        print_outcome(result)
+        print_outcome(result, wide=wide)
     if not result.ok:
         outcome = result.verdict.outcome or Outcome.RANK_EXITED
         err = BootFailed(
             f"{outcome.value}: {result.verdict.message}",
             where=f"run {result.run.id}",
             hint=f"`cluster postmortem {result.run.id}` for the full diagnosis",
+            run_dir=str(result.run.dir),
         )
         err.exit_code = outcome.exit_code
-        err.run_dir = str(result.run.dir)  # type: ignore[attr-defined]
         raise err
+
+
+def live_terminal() -> bool:
+    """A table redrawn in place needs a terminal that can move its cursor: not a pipe or a
+    file (plain progress lines there), not TERM=dumb."""
+    return console.is_terminal and not console.is_dumb_terminal
 
 
 DETACH_NOTIFY_ENV = "CLUSTER_DETACH_NOTIFY"

@@ -7,12 +7,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import (
+    RICH_TABLE_MAX_ROWS,
+    console,
+    err_console,
+    harmless,
+    plain,
+    print_columns,
+    print_json,
+    styled,
+)
 from orchestrator.errors import UnhealthyCluster
 from orchestrator.inventory import load_inventory, resolve_inventory_path
 from orchestrator.models.inventory import Inventory
 from orchestrator.transport import ConnectOptions
+from orchestrator.transport.base import DEFAULT_FANOUT, MAX_FANOUT
 
 if TYPE_CHECKING:
     from orchestrator.check import CheckReport, NodeCheck
@@ -30,13 +41,20 @@ InventoryOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
+FanoutOpt = Annotated[
+    int,
+    typer.Option(
+        "--fanout",
+        help=f"nodes asked at once (1-{MAX_FANOUT}); the rest wait their turn",
+    ),
+]
 
 
 def open_inventory(path: str | None, *, quiet: bool = False) -> Inventory:
     """Resolve and load the inventory, saying in one line which one was chosen."""
     resolved, note = resolve_inventory_path(path)
     if not quiet:
-        err_console.print(f"[dim]{note}[/]", soft_wrap=True)
+        err_console.print(styled("dim", "", note), soft_wrap=True)
     return load_inventory(resolved)
 
 
@@ -56,13 +74,17 @@ def _fabric(row: NodeCheck) -> str:
 
 def render_check(report: CheckReport) -> Table:
     """One row per node; columns fold rather than truncate, so a narrow terminal loses nothing."""
-    table = Table(title=f"inventory check: {report.inventory}", title_justify="left")
+    table = Table(title=plain(f"inventory check: {report.inventory}"), title_justify="left")
     local = report.connection == "local"
     for col in ("rank", "node", "status", "host", "mem GiB free/avail/total", "docker", "GPU"):
         table.add_column(col, overflow="fold")
     table.add_column("fabric", overflow="fold")
     for row in report.nodes:
-        status = "[green]ok[/]" if row.healthy else f"[red]{row.reason or 'unhealthy'}[/]"
+        status = (
+            Text("ok", style="green")
+            if row.healthy
+            else styled("red", "", row.reason or "unhealthy")
+        )
         host = " ".join(x for x in (row.hostname, row.arch, row.kernel) if x) or "-"
         mem = (
             f"{_gib(row.mem_free)} / {_gib(row.mem_available)} / {_gib(row.mem_total)}"
@@ -71,13 +93,13 @@ def render_check(report: CheckReport) -> Table:
         )
         table.add_row(
             str(row.rank),
-            f"{row.node} {row.address}",
+            plain(f"{row.node} {row.address}"),
             status,
-            host,
+            plain(host),
             mem,
-            row.docker_server or ("n/a (processes)" if row.reachable and local else "-"),
-            row.gpu or "-",
-            _fabric(row),
+            plain(row.docker_server or ("n/a (processes)" if row.reachable and local else "-")),
+            plain(row.gpu or "-"),
+            plain(_fabric(row)),
         )
     return table
 
@@ -95,14 +117,22 @@ def check(
         ),
     ] = False,
     connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake")
+        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake (> 0)")
     ] = 10.0,
+    fanout: FanoutOpt = DEFAULT_FANOUT,
 ) -> None:
     """Connect to every node in parallel; a row per node. Exit 0 only when all are healthy."""
-    inv = open_inventory(inventory, quiet=json_out)
     options = ConnectOptions(
-        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys
+        connect_timeout_s=connect_timeout,
+        accept_new_host_keys=accept_new_host_keys,
+        fanout=fanout,
     )
+    inv = open_inventory(inventory, quiet=json_out)
+    if len(inv.nodes) > fanout and not json_out:
+        err_console.print(
+            styled("dim", "", f"asking {len(inv.nodes)} nodes, {fanout} at a time (--fanout)"),
+            soft_wrap=True,
+        )
     from orchestrator.check import check_inventory  # its probes: only this command needs them
 
     report = asyncio.run(check_inventory(inv, options))
@@ -112,11 +142,17 @@ def check(
         console.print(render_check(report))
         for row in report.nodes:
             for problem in row.problems:
-                err_console.print(f"[red]rank {row.rank} {row.node}:[/] {problem}", soft_wrap=True)
+                err_console.print(
+                    Text.assemble(
+                        (harmless(f"rank {row.rank} {row.node}: "), "red"), harmless(problem)
+                    ),
+                    soft_wrap=True,
+                )
     if not report.healthy:
         bad = [f"{r.node} ({r.reason or 'unhealthy'})" for r in report.nodes if not r.healthy]
+        named = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
         raise UnhealthyCluster(
-            f"{len(bad)} of {len(report.nodes)} nodes unhealthy: {', '.join(bad)}",
+            f"{len(bad)} of {len(report.nodes)} nodes unhealthy: {named}",
             where=str(inv.path),
             hint="fix the nodes named above and run the check again",
         )
@@ -142,11 +178,10 @@ def show(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(inventory_view(inv))
         return
-    table = Table(title=f"{inv.name} ({inv.connection.value}): {inv.path}", title_justify="left")
-    for col in ("rank", "node", "address", "user", "fabric", "mgmt", "ib_hca", "docker_host"):
-        table.add_column(col)
-    for n in inv.nodes:
-        table.add_row(
+    title = f"{inv.name} ({inv.connection.value}): {inv.path}"
+    headers = ("rank", "node", "address", "user", "fabric", "mgmt", "ib_hca", "docker_host")
+    rows = [
+        (
             str(n.rank),
             n.name,
             f"{n.address}:{n.port}",
@@ -156,4 +191,14 @@ def show(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
             ",".join(n.ib_hca) or "-",
             n.docker_host or "-",
         )
+        for n in inv.nodes
+    ]
+    if len(rows) > RICH_TABLE_MAX_ROWS:
+        print_columns(title, headers, rows)
+        return
+    table = Table(title=plain(title), title_justify="left")
+    for col in headers:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(plain(c) for c in row))
     console.print(table)

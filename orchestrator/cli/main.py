@@ -7,6 +7,7 @@ else is a bug: the traceback goes to a crash file whose path we print, never to 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from orchestrator import __version__
-from orchestrator.cli.output import err_console
+from orchestrator.cli.output import err_console, plain, styled
 from orchestrator.errors import ClusterError, ExitCode
 from orchestrator.logging import LogFormat, configure_logging
 from orchestrator.paths import state_dir
@@ -93,12 +94,25 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         False,
         "From a boot's preserved logs: which rank failed first, why, and what to change.",
     ),
+    "bench": (
+        "bench",
+        "bench",
+        False,
+        "Smoke-test and measure a serving run's endpoint: output tok/s, req/s, TTFT, TPOT, ITL "
+        "and E2E per depth and concurrency; kept in the run (bench.json, bench.png).",
+    ),
     "inventory": ("inventory", "app", True, "Read and check the inventory of nodes."),
     "image": (
         "image",
         "app",
         True,
         "Distribute the serving image to every node and probe that each can run it.",
+    ),
+    "weights": (
+        "weights",
+        "app",
+        True,
+        "Stage a model's weights on every node's own disk, verified, node to node.",
     ),
     "recipes": (
         "recipes",
@@ -169,6 +183,9 @@ def build_app(argv: list[str]) -> TyperGroup:
     )
     app.callback()(_root)
     group = typer.main.get_group(app)
+    # typer's --install-completion / --show-completion (orchestrator/cli/complete.py completes
+    # recipe names and run ids; typer completes commands and options).
+    group.params += list(typer.main.get_install_completion_arguments())
     wanted = command_named(argv)
     for name, (*_where, summary) in COMMANDS.items():
         group.add_command(load_command(name) if name == wanted else _Listed(name, summary), name)
@@ -197,13 +214,27 @@ def write_crash_file(exc: BaseException) -> str:
     """Keep the traceback of an unexpected error where the on-call engineer can send it."""
     crash_dir = state_dir() / "crashes"
     crash_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = crash_dir / f"crash-{stamp}.txt"
-    path.write_text(
-        f"cluster {__version__}\nargv: {sys.argv!r}\n\n" + "".join(traceback.format_exception(exc)),
-        encoding="utf-8",
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    text = f"cluster {__version__}\nargv: {sys.argv!r}\n\n" + "".join(
+        traceback.format_exception(exc)
     )
-    return str(path)
+    # Two crashes in one instant (two terminals, a script in a loop) each keep their traceback:
+    # the pid tells the processes apart, O_EXCL and a counter the rest.
+    for n in range(100):
+        path = crash_dir / f"crash-{stamp}-{os.getpid()}{f'-{n}' if n else ''}.txt"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return str(path)
+    raise FileExistsError(str(path))
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """An exception's text for one terminal line: the crash file has all of it."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,11 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         build_app(args).main(args=args, prog_name="cluster", standalone_mode=False)
         code = 0
     except ClusterError as exc:
+        # Error lines carry user text (paths, host and recipe names, log lines): never markup.
         for line in exc.lines():
-            err_console.print(f"[bold red]error:[/] {line}", soft_wrap=True)
-        run_dir = getattr(exc, "run_dir", None)
-        if run_dir:
-            err_console.print(f"run directory: {run_dir}", soft_wrap=True)
+            err_console.print(styled("bold red", "error: ", _short(line, 2000)), soft_wrap=True)
+        if exc.run_dir:
+            err_console.print(plain(f"run directory: {exc.run_dir}"), soft_wrap=True)
         code = int(exc.exit_code)
     except typer.Exit as exc:
         code = exc.exit_code
@@ -233,8 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         path = write_crash_file(exc)
         err_console.print(
-            f"[bold red]internal error:[/] {type(exc).__name__}: {exc} — "
-            f"this is a bug in cluster; the traceback is in {path}",
+            styled(
+                "bold red",
+                "internal error: ",
+                f"{type(exc).__name__}: {_short(str(exc))} — "
+                f"this is a bug in cluster; the traceback is in {path}",
+            ),
             soft_wrap=True,
         )
         code = int(ExitCode.INTERNAL)

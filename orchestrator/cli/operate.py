@@ -5,22 +5,35 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 from rich.live import Live
+from rich.text import Text
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
-from orchestrator.errors import BootFailed, ConfigError
+from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
+from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
-from orchestrator.runstore import RunStore
+from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
-from orchestrator.supervisor.view import render_table
+from orchestrator.supervisor.table import BootTable
+from orchestrator.wording import plural
+
+
+class StatusFormat(StrEnum):
+    table = "table"
+    json = "json"
+    prometheus = "prometheus"
+
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
 
@@ -32,30 +45,75 @@ def status(
         bool, typer.Option("--watch", "-w", help="refresh in place until Ctrl-C")
     ] = False,
     json_out: JsonOpt = False,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="seconds between refreshes (at least 0.2)", min=0.2),
+    ] = 2.0,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="every column of the table, however wide")
+    ] = False,
+    output: Annotated[
+        StatusFormat,
+        typer.Option(
+            "--format", help="table, json (as --json), or prometheus (metrics.prom's text)"
+        ),
+    ] = StatusFormat.table,
 ) -> None:
     """One row per rank: phase, load progress, memory, barrier slack, last line.
 
     From the running supervisor's status.json when one is alive, else derived live from the
     nodes (the table's title says which)."""
-    ctx = load_context(pick_run(store_for(inventory), run))
-    if json_out:
+    picked = pick_run(store_for(inventory), run)
+    if (early := not_started(picked)) is not None:
+        if not watch or json_out:
+            console.print(early, markup=False)
+            return
+        with Live(Text(early), console=console, refresh_per_second=4) as live:
+            try:
+                while (early := not_started(picked)) is not None:
+                    live.update(Text(early, no_wrap=True, overflow="ellipsis"))
+                    time.sleep(min(interval, 1.0))
+            except KeyboardInterrupt:
+                return
+    ctx = load_context(picked)
+    if output is StatusFormat.prometheus:
+        from orchestrator.supervisor.metrics import run_metrics
+
+        sys.stdout.write(run_metrics(ctx.run, asyncio.run(current_view(ctx))))
+        return
+    if json_out or output is StatusFormat.json:
         print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
         return
     if not watch:
-        console.print(render_table(asyncio.run(current_view(ctx))))
+        console.print(BootTable(asyncio.run(current_view(ctx)), wide=wide), soft_wrap=wide)
         return
-    with Live(console=console, refresh_per_second=2, screen=False) as live:
+    # Laid out again at every refresh (4 a second), so a resized terminal gets its own layout
+    # within a quarter second, between two asks of the nodes.
+    with Live(console=console, refresh_per_second=4, screen=False) as live:
         try:
             while True:
-                live.update(render_table(asyncio.run(current_view(ctx))))
+                live.update(BootTable(asyncio.run(current_view(ctx)), wide=wide))
                 time.sleep(interval)
         except KeyboardInterrupt:
             return
 
 
+def not_started(run: Run) -> str | None:
+    """A run still before its ranks (the twin's weights, preflight): a line saying what it is
+    doing. None once it has ranks, or once it has ended without them (`load_context` says so)."""
+    if (run.dir / "verdict.json").exists():
+        return None
+    if run.manifest_path.exists() and (run.read_manifest().get("plans") or {}).get("launch"):
+        return None
+    steps = [e for e in run.events() if isinstance(e, Step)]
+    doing = f"{steps[-1].step} {steps[-1].detail}" if steps else "starting"
+    return f"run {run.id}: no ranks yet; {doing.strip()}…"
+
+
 def supervise(
-    run: Annotated[str, typer.Argument(help="run id or run directory")],
+    run: Annotated[
+        str, typer.Argument(help="run id or run directory", autocompletion=complete_run)
+    ],
     inventory: InventoryOpt = None,
 ) -> None:
     """Supervise a run again after its controller died: resume every rank's log where the
@@ -88,14 +146,24 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
 
     report = asyncio.run(stop_run(ctx))
     gone = f"; {len(report.gone)} already gone" if report.gone else ""
+    # The built-in simulated cluster runs its ranks as local processes, not containers.
+    ended = (
+        f"stopped {plural(len(report.removed), 'process')}"
+        if ctx.simulated
+        else f"removed {plural(len(report.removed), 'container')}"
+    )
     console.print(
-        f"run {r.id}: saved logs of {len(report.saved)} ranks into {r.dir}; "
-        f"removed {len(report.removed)} containers{gone}"
+        plain(
+            f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; "
+            f"{ended}{gone}"
+        ),
+        soft_wrap=True,
     )
     for p in report.problems:
-        err_console.print(f"[red]{p}[/]")
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if report.problems:
-        raise BootFailed(
+        # A node that could not be asked is exit 3 (docs/exit-codes.md), as for every command.
+        raise UnhealthyCluster(
             f"{len(report.problems)} rank(s) not stopped cleanly",
             where=f"run {r.id}",
             hint="what could not be saved was not removed; run `cluster stop` again",
@@ -110,7 +178,12 @@ def parse_age(text: str) -> timedelta:
     if not m:
         raise ConfigError(f"--older-than {text!r}: expected e.g. 30m, 12h, 7d")
     n, unit = int(m.group(1)), m.group(2)
-    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    try:
+        return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    except OverflowError:
+        raise ConfigError(
+            f"--older-than {text}: more than {timedelta.max.days:,} days, the longest age there is"
+        ) from None
 
 
 def prune_cmd(
@@ -127,7 +200,10 @@ def prune_cmd(
     store = RunStore(inv.runs_dir)
     from orchestrator.stop import find_leftovers, prune
 
-    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
+    problems: list[str] = []
+    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than), problems=problems))
+    for p in problems:
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if not include_serving:
         # Never a boot that is serving or still supervised: that is `cluster stop`'s job.
         busy = {x.run_id for x in leftovers if _serving_or_supervised(store, x.run_id)}
@@ -138,16 +214,30 @@ def prune_cmd(
             )
         leftovers = [x for x in leftovers if x.run_id not in busy]
     if not leftovers:
+        if problems:  # "nothing to prune" would be a guess about the nodes we could not ask
+            raise _prune_incomplete(problems)
         console.print("nothing to prune")
         return
     for item in leftovers:
         console.print(
-            f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            plain(
+                f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            ),
+            soft_wrap=True,
         )
     if not yes and not typer.confirm(f"save logs and remove these {len(leftovers)} containers?"):
         raise typer.Abort()
     for line in asyncio.run(prune(inv, leftovers, store)):
-        console.print(line)
+        console.print(plain(line), soft_wrap=True)
+    if problems:
+        raise _prune_incomplete(problems)
+
+
+def _prune_incomplete(problems: list[str]) -> UnhealthyCluster:
+    return UnhealthyCluster(
+        f"{len(problems)} node(s) or container(s) not pruned (listed above)",
+        hint="what was found elsewhere was pruned; run `cluster prune` again once they answer",
+    )
 
 
 def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
@@ -157,4 +247,4 @@ def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
     run = store.open(run_id)
     verdict = run_dir / "verdict.json"
     outcome = json.loads(verdict.read_text()).get("outcome") if verdict.exists() else None
-    return outcome == "READY" or run.supervisor_alive()
+    return outcome in ("READY", "SMOKE_FAILED") or run.supervisor_alive()  # both serve

@@ -11,9 +11,11 @@ import typer
 import yaml
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.output import console, print_json
 from orchestrator.models.recipe import Recipe
 from orchestrator.recipes import find_recipe, list_recipes, load_recipe
+from orchestrator.redact import redact
 
 app = typer.Typer(
     help="The recipes: what to serve, with which engine, image, flags and timeouts.",
@@ -35,7 +37,12 @@ def list_cmd(as_json: JsonFlag = False) -> None:
 
 @app.command("show")
 def show_cmd(
-    name: Annotated[str, typer.Argument(help="a built-in recipe's name, or a path to a .yaml")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="a built-in recipe's name, or a path to a .yaml", autocompletion=complete_recipe
+        ),
+    ],
     as_json: JsonFlag = False,
 ) -> None:
     """The recipe as the orchestrator sees it: every key, defaults filled in."""
@@ -103,7 +110,7 @@ def group_flags(argv: list[str]) -> list[str | _Flow]:
 
 def render_yaml(recipe: Recipe) -> str:
     """The resolved recipe as YAML, keys in the model's order, one flag and its values a line."""
-    data: dict[str, Any] = recipe.model_dump(mode="json")
+    data: dict[str, Any] = redact(recipe.model_dump(mode="json"))
     for key in ("args", "worker_args"):
         data[key] = group_flags(data[key])
     data["entrypoint"] = _Flow(data["entrypoint"])

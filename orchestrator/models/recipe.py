@@ -446,6 +446,10 @@ def _explain_entrypoint(value: Any) -> Any:
 # The recipe
 
 
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+"""POSIX names: `docker run --env "BAD KEY=1"` or `--env A=B=C` would set another variable."""
+
+
 class Recipe(_Strict):
     """One lane: everything needed to start every rank of one model on one cluster."""
 
@@ -625,6 +629,12 @@ class Recipe(_Strict):
     @classmethod
     def _env(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for key, value in v.items():
+            if not ENV_NAME_RE.match(key):
+                raise ValueError(
+                    f"env name {key!r}: expected letters, digits and _, not starting with a digit"
+                )
+            if "\0" in value:
+                raise ValueError(f"env {key}: a NUL byte cannot be in an environment value")
             if key in PER_HOST_ENV:
                 raise ValueError(
                     f"{key} is a per-host value: the rendezvous plan detects it on each node; "

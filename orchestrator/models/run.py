@@ -50,6 +50,7 @@ class Outcome(StrEnum):
     NODE_LOST = "NODE_LOST"
     STALLED = "STALLED"
     READY_TIMEOUT = "READY_TIMEOUT"
+    SMOKE_FAILED = "SMOKE_FAILED"  # READY, but the smoke request after it failed (ranks serve on)
     INTERRUPTED = "INTERRUPTED"
 
     @property
@@ -69,6 +70,7 @@ class Outcome(StrEnum):
             Outcome.IMAGE_FAILED: "image-unpack-race",
             Outcome.BARRIER_TIMEOUT: "load-barrier-timeout",
             Outcome.NODE_LOST: "rendezvous-network",
+            Outcome.SMOKE_FAILED: "smoke-failed",
         }.get(self, "unknown")
 
 

@@ -12,20 +12,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from orchestrator.models.run import RankPhase
 from orchestrator.postmortem.signatures import Category, Role
 
 SCHEMA = "cluster.postmortem/1"
 
-PHASES: tuple[str, ...] = (
-    "pending",  # nothing printed
-    "starting",  # printed something (a banner), no engine milestone yet
-    "initializing",  # server args, torch distributed
-    "loading",  # weights
-    "loaded",  # weights in; at the post-load barrier
-    "warming",  # KV cache, CUDA graphs, autotune
-    "serving",  # the engine said it serves
+PHASES: tuple[str, ...] = tuple(
+    p.value for p in RankPhase if p not in (RankPhase.exited, RankPhase.unreachable)
 )
-"""Boot phases in order (the same names as `orchestrator.models.run.RankPhase`)."""
+"""Boot phases in order, as far as a rank's own lines can show (`RankPhase` without the states
+the supervisor sets from outside the log: exited, unreachable)."""
 
 
 def iso(ts: float | None) -> str | None:
@@ -98,10 +94,13 @@ class RankFacts(_Frozen):
     engine: str | None = None  # sglang / vllm, from its dialect
     markers: dict[str, Evidence] = Field(default_factory=dict)  # first line of each milestone
     hits: tuple[Hit, ...] = ()  # first few per signature, in time order
+    exceptions: tuple[Evidence, ...] = ()  # the last `Cls: message` lines (traceback fallback)
+    exception_frames: tuple[str, ...] = ()  # for each, its traceback's file paths
     counts: dict[str, int] = Field(default_factory=dict)  # matches per signature, all of them
     first_line: Evidence | None = None
     last_line: Evidence | None = None
     exit: ExitInfo | None = None
+    lost: Evidence | None = None  # the supervisor lost the rank's node (events.jsonl node_lost)
 
 
 class RunFacts(_Frozen):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from orchestrator.facts import (
     FactsRequest,
+    NodeFacts,
     TransportFactory,
     add_peers,
     close_transports,
@@ -14,6 +15,7 @@ from orchestrator.facts import (
     open_transports,
 )
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
+from orchestrator.models.events import Preflight
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.judge import judge
@@ -39,6 +41,7 @@ async def run_preflight(
     image_will_be_pushed: bool = False,
     image_ready: Mapping[str, bool] | None = None,
     peers: bool | None = None,
+    on_node: Callable[[NodeFacts], None] | None = None,
 ) -> PreflightResult:
     """Gather facts, plan, test the rendezvous port for real, judge; write the run directory.
 
@@ -56,7 +59,7 @@ async def run_preflight(
     )
     transports = open_transports(inventory, options or ConnectOptions(), factory)
     try:
-        facts = await gather_facts(inventory, transports, request)
+        facts = await gather_facts(inventory, transports, request, on_node)
         missing_image = any(f.image is not None and not f.image.present for f in facts)
         if peers or (peers is None and docker and missing_image and len(inventory.nodes) > 1):
             facts = await add_peers(inventory, transports, facts)
@@ -115,11 +118,12 @@ def write_preflight(run: Run, result: PreflightResult) -> None:
         run.write_json("plans/launch.json", result.launch.model_dump(mode="json"))
     report = result.report
     run.append_event(
-        {
-            "kind": "preflight",
-            "ok": report.ok,
-            "errors": len(report.errors),
-            "warnings": len(report.warnings),
-            "problems": [f"{p.severity}: {p.node or 'cluster'}: {p.what}" for p in report.problems],
-        }
+        Preflight(
+            ok=report.ok,
+            errors=len(report.errors),
+            warnings=len(report.warnings),
+            problems=tuple(
+                f"{p.severity}: {p.node or 'cluster'}: {p.what}" for p in report.problems
+            ),
+        )
     )

@@ -22,11 +22,11 @@ from typing import Any
 
 import psutil
 
+from orchestrator.dialects.timestamps import line_timestamp_ns, timestamp_ns
 from orchestrator.errors import BootFailed
 from orchestrator.paths import state_dir
 from orchestrator.probes.meminfo import parse_meminfo
 from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
-from orchestrator.supervisor.progress import line_timestamp_ns, timestamp_ns
 
 POLL_S = 0.2
 

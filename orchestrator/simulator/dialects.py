@@ -21,6 +21,8 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from orchestrator.dialects import common, sglang, vllm
+
 # ---------------------------------------------------------------------------------------------
 # Record prefixes
 
@@ -133,7 +135,7 @@ def tqdm_update(bar: str, last_len: int) -> str:
     return "\r" + bar + " " * max(last_len - len(bar), 0)
 
 
-SHARDS_DESC = "Loading safetensors checkpoint shards"
+SHARDS_DESC = common.SHARDS_DESC  # the readers' table holds the texts both sides share
 
 # ---------------------------------------------------------------------------------------------
 # SGLang messages (what follows the record prefix)
@@ -277,7 +279,7 @@ def sglang_uvicorn_running(host: str, port: int) -> str:
     return f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)"
 
 
-READY_SGLANG = "The server is fired up and ready to roll!"  # http_server.py, after warmup
+READY_SGLANG = sglang.READY  # http_server.py, after warmup
 
 
 def sglang_scheduler_exception() -> str:
@@ -401,7 +403,7 @@ def vllm_starting_server(host: str, port: int) -> str:
     return f"Starting vLLM server on http://{host}:{port}"
 
 
-READY_VLLM = "Application startup complete."  # uvicorn, vllm#19613
+READY_VLLM = vllm.READY  # uvicorn, vllm#19613
 
 
 def vllm_engine_core_failed() -> str:

@@ -45,7 +45,7 @@ from orchestrator.simulator.rendezvous import (
     gloo_interface_problem,
     nccl_interface_problem,
 )
-from orchestrator.simulator.serve import ServeState, start_server
+from orchestrator.simulator.serve import ServeState, serve_rates, start_server
 from orchestrator.simulator.timescale import (
     DIST_TIMEOUT_S,
     REAL_PHASE_S,
@@ -480,6 +480,7 @@ class Rank:
             model_path=a.model_path,
             max_len=self.max_len(),
             access_log=self.voice.access,
+            rates=serve_rates(self.env),  # CLUSTER_SIM_PREFILL_RATE / _DECODE_RATE
         )
         self._state = state
         if not self.faults_at("ready"):

@@ -4,20 +4,59 @@
 Answers are a deterministic toy: the same prompt always gets the same words back, so tests and
 rehearsals can compare outputs. stdlib only (http.server), one thread per connection, idle when
 nobody asks.
+
+Timing imitates an engine at configurable rates (`ServeRates`, from the rank's environment), so
+`cluster bench` measures something it can be checked against: one word is one token; a
+request's prefill takes prompt_tokens / prefill rate and holds the server's one prefill lane (a
+second request's first token waits for the first's prefill, as the engines' prefill batches
+share the GPU); its first token comes out of the prefill, and every further token follows at the
+decode rate, each request at its own pace (no decode contention between requests: an idealised
+batch). Token times are kept on an absolute schedule, so a late wake-up is not carried forward.
+`ignore_eos` (SGLang's and vLLM's sampling parameter, which `sglang.bench_serving` sets) makes
+the answer exactly `max_tokens` long.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-TOKEN_DELAY_S = 0.005  # between streamed tokens: enough to see a stream, cheap on CPU
+ENV_PREFILL_RATE = "CLUSTER_SIM_PREFILL_RATE"  # prompt tokens per second, the server's
+ENV_DECODE_RATE = "CLUSTER_SIM_DECODE_RATE"  # output tokens per second, per request
+# Seed 002's Mistral Large 4 on eight Sparks: pp2048 at ~900-1,300 tok/s, tg at c1 24.8 (vLLM)
+# to 31.9 (SGLang) tok/s. Rates are not time-scaled (tokens and seconds would both be).
+DEFAULT_PREFILL_RATE = 1000.0
+DEFAULT_DECODE_RATE = 32.0
+
+
+@dataclass(frozen=True)
+class ServeRates:
+    prefill: float = DEFAULT_PREFILL_RATE  # tokens/s
+    decode: float = DEFAULT_DECODE_RATE  # tokens/s
+
+
+def serve_rates(env: Mapping[str, str]) -> ServeRates:
+    """The rates the environment asks for; a value that is not a positive number is ignored
+    (the simulator imitates engines, which never refuse to serve over a tuning knob)."""
+
+    def rate(name: str, default: float) -> float:
+        try:
+            value = float(env.get(name, ""))
+        except ValueError:
+            return default
+        return value if value > 0 else default
+
+    return ServeRates(
+        prefill=rate(ENV_PREFILL_RATE, DEFAULT_PREFILL_RATE),
+        decode=rate(ENV_DECODE_RATE, DEFAULT_DECODE_RATE),
+    )
 
 
 @dataclass
@@ -33,6 +72,8 @@ class ServeState:
     # Cleared while a fault at `ready` decides what the first request meets (see runner.py).
     released: threading.Event = field(default_factory=threading.Event)
     created: int = field(default_factory=lambda: int(time.time()))
+    rates: ServeRates = field(default_factory=ServeRates)
+    prefill_lane: threading.Lock = field(default_factory=threading.Lock)
 
 
 def toy_answer(engine: str, served: str, prompt: str) -> list[str]:
@@ -43,6 +84,18 @@ def toy_answer(engine: str, served: str, prompt: str) -> list[str]:
         f"{len(prompt.split())} words (digest {digest}). The cluster booted and answers."
     )
     return text.split(" ")
+
+
+def answer_words(words: list[str], limit: object, ignore_eos: bool) -> tuple[list[str], str]:
+    """The words to send and the finish reason: the toy answer cut at `limit` ("length"), or
+    with `ignore_eos` repeated up to exactly `limit` words, as an engine that never stops."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return words, "stop"
+    if ignore_eos:
+        return list(itertools.islice(itertools.cycle(words), limit)), "length"
+    if limit < len(words):
+        return words[:limit], "length"
+    return words, "stop"
 
 
 def _prompt_of_chat(body: dict[str, Any]) -> str:
@@ -133,21 +186,27 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(1.0)
         chat = path == "/v1/chat/completions"
         prompt = _prompt_of_chat(body) if chat else str(body.get("prompt") or "")
-        words = toy_answer(self.state.engine, self.state.served_model_name, prompt)
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        finish = "stop"
-        if isinstance(limit, int) and 0 < limit < len(words):
-            words, finish = words[:limit], "length"
+        words, finish = answer_words(
+            toy_answer(self.state.engine, self.state.served_model_name, prompt),
+            limit,
+            bool(body.get("ignore_eos")),
+        )
         ident = ("chatcmpl-" if chat else "cmpl-") + hashlib.sha256(raw).hexdigest()[:24]
         model = str(body.get("model") or self.state.served_model_name)
+        prompt_tokens = len(prompt.split())
         usage = {
-            "prompt_tokens": len(prompt.split()),
+            "prompt_tokens": prompt_tokens,
             "completion_tokens": len(words),
-            "total_tokens": len(prompt.split()) + len(words),
+            "total_tokens": prompt_tokens + len(words),
         }
+        self._prefill(prompt_tokens)
         if body.get("stream"):
-            self._stream(ident, model, chat, words, finish)
+            options = body.get("stream_options")
+            with_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            self._stream(ident, model, chat, words, finish, usage if with_usage else None)
             return
+        _pace(time.monotonic(), len(words) - 1, self.state.rates.decode)
         text = " ".join(words)
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
         if chat:
@@ -166,7 +225,20 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _stream(self, ident: str, model: str, chat: bool, words: list[str], finish: str) -> None:
+    def _prefill(self, prompt_tokens: int) -> None:
+        """Hold the server's one prefill lane for prompt_tokens / prefill rate."""
+        with self.state.prefill_lane:
+            time.sleep(prompt_tokens / self.state.rates.prefill)
+
+    def _stream(
+        self,
+        ident: str,
+        model: str,
+        chat: bool,
+        words: list[str],
+        finish: str,
+        usage: dict[str, int] | None,
+    ) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
@@ -175,13 +247,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         kind = "chat.completion.chunk" if chat else "text_completion"
 
-        def event(choice: dict[str, Any]) -> None:
+        def event(choice: dict[str, Any] | None, **extra: object) -> None:
             chunk = {
                 "id": ident,
                 "object": kind,
                 "created": int(time.time()),
                 "model": model,
-                "choices": [choice],
+                "choices": [] if choice is None else [choice],
+                **extra,
             }
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
@@ -195,17 +268,20 @@ class _Handler(BaseHTTPRequestHandler):
                         "finish_reason": None,
                     }
                 )
+            first = time.monotonic()  # the first token comes out of the prefill
             for i, word in enumerate(words):
+                _pace(first, i, self.state.rates.decode)
                 piece = word if i == 0 else " " + word
                 if chat:
                     event({"index": 0, "delta": {"content": piece}, "finish_reason": None})
                 else:
                     event({"index": 0, "text": piece, "logprobs": None, "finish_reason": None})
-                time.sleep(TOKEN_DELAY_S)
             if chat:
                 event({"index": 0, "delta": {}, "finish_reason": finish})
             else:
                 event({"index": 0, "text": "", "logprobs": None, "finish_reason": finish})
+            if usage is not None:  # OpenAI's stream_options.include_usage: a last, choiceless chunk
+                event(None, usage=usage)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except OSError:
@@ -213,10 +289,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._done(200)
 
 
+def _pace(first: float, index: int, rate: float) -> None:
+    """Sleep until token `index` is due: `first` + index / rate (monotonic clock)."""
+    delay = first + index / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: a bench opening 32 connections at once had some
+    # reset (httpx ReadError). uvicorn, which both engines serve with, listens with 2048.
+    request_queue_size = 2048
+
+
 def start_server(host: str, port: int, state: ServeState) -> ThreadingHTTPServer:
     """Bind and serve in a daemon thread; OSError if the address is taken."""
     handler = type("Handler", (_Handler,), {"state": state})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = _Server((host, port), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from orchestrator.dialects import sglang as sglang_dialect
+from orchestrator.dialects import vllm as vllm_dialect
+from orchestrator.dialects.common import SHARDS_DESC
 from orchestrator.simulator import dialects as d
 from orchestrator.simulator.weights import WeightsInfo
 
@@ -133,7 +136,7 @@ class SGLangVoice:
 
     def shard_bar(self, n: int, total: int, elapsed: float, last: bool) -> None:
         rate = n / elapsed if n and elapsed > 0 else None
-        bar = d.shard_bar(d.SHARDS_DESC, n, total, elapsed, rate)
+        bar = d.shard_bar(SHARDS_DESC, n, total, elapsed, rate)
         self.r.out.write("err", d.tqdm_update(bar, self._bar.last_len) + "\n")
         self._bar.last_len = len(bar)
 
@@ -176,7 +179,7 @@ class SGLangVoice:
         self._log(d.uvicorn(d.sglang_uvicorn_running(a.host, a.port)), tp=False)
 
     def ready(self) -> None:
-        self._log(d.READY_SGLANG, tp=False)
+        self._log(sglang_dialect.READY, tp=False)
 
     def access(self, host: str, port: int, method: str, path: str, status: int) -> None:
         self._log(d.uvicorn_access(host, port, method, path, status), tp=False)
@@ -273,7 +276,7 @@ class VLLMVoice:
 
     def shard_bar(self, n: int, total: int, elapsed: float, last: bool) -> None:
         rate = n / elapsed if n and elapsed > 0 else None
-        bar = d.shard_bar(d.SHARDS_DESC, n, total, elapsed, rate)
+        bar = d.shard_bar(SHARDS_DESC, n, total, elapsed, rate)
         prefix = d.vllm_prefix(self.worker, self.r.child_pid)
         self.r.out.write("err", prefix + d.tqdm_update(bar, self._bar.last_len) + "\n")
         self._bar.last_len = len(bar)
@@ -314,7 +317,7 @@ class VLLMVoice:
 
     def http_end(self) -> None:
         prefix = d.vllm_prefix("APIServer", os.getpid())
-        self.r.out.line("err", prefix + d.uvicorn(d.READY_VLLM))
+        self.r.out.line("err", prefix + d.uvicorn(vllm_dialect.READY))
 
     def ready(self) -> None:
         return None

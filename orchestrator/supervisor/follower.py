@@ -18,9 +18,9 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
-from orchestrator.supervisor.progress import line_timestamp_ns
 
 log = structlog.get_logger(__name__)
 

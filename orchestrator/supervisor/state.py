@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from orchestrator.dialects.base import PHASE_OF
+from orchestrator.dialects.reader import Milestone, may_mark, parse_line
+from orchestrator.dialects.timestamps import strip_timestamps
 from orchestrator.logtail import extend_tail
 from orchestrator.models.run import (
     Event,
@@ -17,7 +20,6 @@ from orchestrator.models.run import (
     RankStarted,
     Sample,
 )
-from orchestrator.supervisor.progress import Milestone, may_mark, parse_line, strip_timestamps
 
 # Read-rate smoothing: new = ALPHA * instant + (1 - ALPHA) * old. Samples come every ~2 s;
 # 0.5 follows a throttled disk within two samples yet ignores one burst.
@@ -140,21 +142,15 @@ def _on_logs(r: RankState, ts: float, raw_lines: Sequence[str]) -> RankState:
             continue
         changes["progress_at"] = ts
         m = p.milestone
-        if m in (Milestone.server_args, Milestone.dist_init):
-            phase = _advance(phase, RankPhase.initializing)
-        elif m is Milestone.load_begin:
-            phase = _advance(phase, RankPhase.loading)
+        proves = PHASE_OF.get(m)  # the dialect tables say which phase a milestone proves
+        if proves is not None:
+            phase = _advance(phase, proves)
+        if m is Milestone.load_begin:
             changes.setdefault("load_began_at", r.load_began_at or ts)
         elif m is Milestone.shards:
-            phase = _advance(phase, RankPhase.loading)
             changes.update(shards_done=p.done, shards_total=p.total)
         elif m is Milestone.load_end:
-            phase = _advance(phase, RankPhase.loaded)
             changes.setdefault("load_ended_at", r.load_ended_at or ts)
-        elif m is Milestone.warmup:
-            phase = _advance(phase, RankPhase.warming)
-        elif m is Milestone.ready:
-            phase = _advance(phase, RankPhase.serving)
         elif m is Milestone.barrier_failed:
             changes["barrier_failed"] = True
             changes.setdefault("barrier_failed_at", r.barrier_failed_at or ts)

@@ -7,15 +7,20 @@ the boot or a rank changes phase, so whoever tails the file sees what a glance a
 would tell:
 
     21:37:40 booting · loading 0-2, 4-7 · loaded 3 · 42% · slowest rank 5 31% ETA 12m05s
+
+A terminal shows the same pieces above its table (`fitted_summary`), thinned to its width.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from rich.text import Text
 
 from orchestrator.models.run import RankPhase
 from orchestrator.supervisor.view import BootView, RankRow, duration_text
-from orchestrator.wording import rank_list
+from orchestrator.wording import plural, rank_list
 
 EVERY_S = 30.0
 _ORDER = tuple(p.value for p in RankPhase)  # boot order
@@ -30,26 +35,71 @@ def phases_of(view: BootView) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple((p, tuple(by_phase[p])) for p in known)
 
 
-def _slowest(rows: tuple[RankRow, ...]) -> RankRow | None:
+def slowest(rows: tuple[RankRow, ...]) -> RankRow | None:
     """The rank furthest behind among those still loading: the barrier waits for it."""
     loading = [r for r in rows if r.phase == "loading" and r.progress_pct is not None]
     return min(loading, key=lambda r: (r.progress_pct, r.rank), default=None)
 
 
-def summary_line(view: BootView) -> str:
+@dataclass(frozen=True)
+class Part:
+    """One piece of the line. `drop`: the order pieces go when a terminal is too narrow (the
+    highest first; 0 never); `short`: what it says before it goes (counts, not rank lists)."""
+
+    text: str
+    drop: int = 0
+    short: str = ""
+    style: str = ""
+
+
+def summary_parts(view: BootView) -> list[Part]:
     clock = datetime.fromtimestamp(view.updated, UTC).strftime("%H:%M:%S")
-    parts = [f"{clock} {view.phase}"]
-    parts += [f"{phase} {rank_list(ranks)}" for phase, ranks in phases_of(view)]
+    parts = [Part(f"{clock} {view.phase}")]
+    parts += [
+        Part(f"{phase} {rank_list(ranks)}", 3, f"{phase} {len(ranks)}")
+        for phase, ranks in phases_of(view)
+    ]
     known = [r.progress_pct for r in view.ranks if r.progress_pct is not None]
     if known and any(r.phase in ("starting", "initializing", "loading") for r in view.ranks):
-        parts.append(f"{sum(known) / len(view.ranks):.0f}%")
-    slow = _slowest(view.ranks)
+        parts.append(Part(f"{sum(known) / len(view.ranks):.0f}%", 4))
+    slow = slowest(view.ranks)
     if slow is not None:
         eta = f" ETA {duration_text(slow.eta_s)}" if slow.eta_s is not None else ""
-        parts.append(f"slowest rank {slow.rank} {slow.progress_pct:.0f}%{eta}")
+        parts.append(Part(f"slowest rank {slow.rank} {slow.progress_pct:.0f}%{eta}", 1))
     lost = [r for r in view.ranks if r.unreachable]
-    parts += [f"rank {r.rank} unreachable: {r.unreachable}" for r in lost[:2]]
-    return " · ".join(parts)
+    parts += [Part(f"rank {r.rank} unreachable: {r.unreachable}", 5) for r in lost[:2]]
+    return parts
+
+
+def summary_line(view: BootView) -> str:
+    return " · ".join(p.text for p in summary_parts(view))
+
+
+def fitted_summary(view: BootView, width: int | None) -> Text:
+    """The line above the terminal's table: the plain line's pieces plus the warnings count,
+    shortened and then thinned, least important first, until it fits `width`."""
+    parts = summary_parts(view)
+    if view.warnings:
+        parts.insert(1, Part(plural(len(view.warnings), "warning"), 2, style="yellow"))
+
+    def joined() -> str:
+        return " · ".join(p.text for p in parts)
+
+    while width is not None and len(joined()) > width:
+        movable = [i for i, p in enumerate(parts) if p.drop]
+        if not movable:
+            break  # the clock and the phase alone: the caller cuts them at the width
+        i = max(movable, key=lambda i: (parts[i].drop, i))
+        if parts[i].short and parts[i].short != parts[i].text:
+            parts[i] = Part(parts[i].short, parts[i].drop, style=parts[i].style)
+        else:
+            del parts[i]
+    text = Text(no_wrap=True, end="")
+    for i, p in enumerate(parts):
+        if i:
+            text.append(" · ")
+        text.append(p.text, style="bold" if i == 0 else p.style)
+    return text
 
 
 class PlainProgress:

@@ -1,6 +1,7 @@
 """The per-rank view of a boot: one model for status.json, `--json`, and the live table.
 
-`cluster boot` and `cluster status --watch` render the same `BootView` with `render_table`.
+`cluster boot` and `cluster status --watch` render the same `BootView`, laid out for the
+terminal's width by `supervisor/table.py`.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-from rich.table import Table
-from rich.text import Text
 
 from orchestrator.models.run import Finding, RankPhase
 from orchestrator.supervisor.state import BootState, RankState
@@ -141,66 +140,9 @@ def _serving(s: BootState, r: RankState, phase: str) -> str | None:
     return "in the group"
 
 
-def _gib(n: int | None) -> str:
-    return "-" if n is None else f"{n / GiB:.1f}"
-
-
 def duration_text(s: float | None) -> str:
     """42s, 12m05s; - when unknown."""
     if s is None or not math.isfinite(s):
         return "-"
     s = max(s, 0)
     return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
-
-
-_PHASE_STYLE = {
-    "serving": "green",
-    "warming": "green",
-    "loaded": "green",
-    "loading": "cyan",
-    "exited": "red",
-    "unreachable": "red",
-}
-
-
-def render_table(view: BootView) -> Table:
-    title = f"{view.recipe} · run {view.run_id} · {view.phase}"
-    if view.source == "live":
-        title += " · derived live from the nodes"
-    table = Table(title=title, title_justify="left", expand=False)
-    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
-        ("rank", "right"),
-        ("node", "left"),
-        ("phase", "left"),
-        ("load", "right"),
-        ("read", "right"),
-        ("rate", "right"),
-        ("ETA", "right"),
-        ("MemFree/Avail/Cached GiB", "right"),
-        ("barrier slack", "right"),
-        ("last line", "left"),
-    )
-    for col, just in columns:
-        table.add_column(col, justify=just, overflow="ellipsis", no_wrap=(col != "last line"))
-    for r in view.ranks:
-        phase = r.phase
-        if r.exit_code is not None:
-            phase += f" ({'OOMKilled' if r.oom_killed else r.exit_code})"
-        slack = r.barrier_slack_s
-        if slack is not None and slack < 0:
-            slack_text = Text(f"-{duration_text(-slack)}", style="bold red")
-        else:
-            slack_text = Text(duration_text(slack))
-        table.add_row(
-            str(r.rank),
-            r.node,
-            Text(phase, style=_PHASE_STYLE.get(r.phase, "")),
-            r.serving or ("-" if r.progress_pct is None else f"{r.progress_pct:.0f}%"),
-            f"{r.bytes_read / GiB:.2f} GiB" if r.bytes_read else "-",
-            "-" if not r.rate_bps else f"{r.rate_bps / MB:.0f} MB/s",
-            duration_text(r.eta_s),
-            f"{_gib(r.mem_free)}/{_gib(r.mem_available)}/{_gib(r.cached)}",
-            slack_text,
-            Text(r.unreachable or r.last_line[-80:]),
-        )
-    return table

@@ -235,7 +235,7 @@ def test_several_problems_are_reported_at_once_each_naming_file_and_key() -> Non
     path = FIXTURES / "several-problems.yaml"
     with pytest.raises(RecipeError) as info:
         load_recipe(path)
-    problems = info.value.line().split("; ")
+    problems = info.value.lines()  # one line each (issue 17: they were joined into one)
     assert len(problems) == 3
     assert all(p.startswith(f"{path}: key '") for p in problems)
     assert {p.split("'")[1] for p in problems} == {"image.digest", "docker.extra", "docker.colour"}

@@ -1,0 +1,35 @@
+"""What both engines print through shared libraries: tqdm, uvicorn, NCCL, torch, Python."""
+
+from __future__ import annotations
+
+from orchestrator.dialects.base import Milestone as M
+from orchestrator.dialects.base import marker
+
+SHARDS_DESC = "Loading safetensors checkpoint shards"  # the weight loaders' tqdm description
+
+MARKERS = (
+    # `Loading safetensors checkpoint shards:  50% Completed | 1/2 [...]` (groups: done, total)
+    marker(
+        M.shards,
+        None,
+        "checkpoint shards",
+        r"Loading safetensors checkpoint shards:\s+(\d+)%[^|]*\|\s*(\d+)/(\d+)",
+    ),
+    # NCCL picked its bootstrap interface: communicator setup has begun
+    marker(M.dist_begin, None, "NCCL INFO Bootstrap", r"NCCL INFO Bootstrap ?: ?Using"),
+    # torch's store is being created (a Python trace stopping here hangs in the rendezvous)
+    marker(M.dist_begin, None, "TCPStore(", r"TCPStore\("),
+    # vLLM's Ray executor joined the cluster: the workers' placement begins
+    marker(M.dist_begin, None, "Connected to Ray cluster"),
+    # NCCL's communicator is up (NCCL_DEBUG=INFO): `comm 0x... rank 0 nranks 8 ... Init COMPLETE`
+    marker(M.dist_init, None, "Init COMPLETE", r"NCCL INFO .*Init COMPLETE"),
+    marker(M.dist_init, None, "Connected all rings", r"NCCL INFO Connected all rings"),
+    # uvicorn: the HTTP server took its port
+    marker(M.ready, None, "Application startup complete"),
+    marker(M.ready, None, "Uvicorn running on"),
+    # uvicorn's access log: a request answered 200
+    marker(M.traffic, None, "HTTP/1.1", r'"(?:GET|POST) /\S* HTTP/1\.1" 200'),
+    marker(M.error, None, "Traceback", r"Traceback \(most recent call last\)"),
+    marker(M.error, None, "ERROR", r"\bERROR\b"),
+    marker(M.error, None, "Error:"),
+)

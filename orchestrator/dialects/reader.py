@@ -1,0 +1,64 @@
+"""All dialect tables as one: what a line marks, for the supervisor and the postmortem alike.
+
+Lines arrive already split on both \\r and \\n (tqdm joins its updates with \\r).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from orchestrator.dialects import common, sglang, vllm
+from orchestrator.dialects.base import Marker, Milestone
+
+__all__ = ["MARKERS", "PHASE_MARKERS", "Marker", "Milestone", "Progress", "may_mark", "parse_line"]
+
+_ORDER = {m: i for i, m in enumerate(Milestone)}
+
+MARKERS: tuple[Marker, ...] = tuple(
+    sorted((*sglang.MARKERS, *common.MARKERS, *vllm.MARKERS), key=lambda m: _ORDER[m.milestone])
+)
+"""Every row of every dialect, in milestone order; within one, the row that means it most
+first: SGLang's `fired up` (after its warm-up, which follows uvicorn's `startup complete`),
+then uvicorn's `startup complete` (vLLM's readiness, a second after `Starting vLLM server`)."""
+
+PHASE_MARKERS: tuple[Marker, ...] = tuple(m for m in MARKERS if m.phase is not None)
+"""The rows that prove a boot phase (the postmortem's milestones)."""
+
+# The supervisor folds a live rank's lines: it watches for what moves a phase, a barrier
+# failure or an error, not for serving traffic (which would send every batch of a serving
+# rank's chatter down the per-line path).
+_WATCHED = tuple(m for m in MARKERS if m.milestone is not Milestone.traffic)
+
+
+@dataclass(frozen=True)
+class Progress:
+    milestone: Milestone
+    done: int | None = None  # shards done
+    total: int | None = None  # shards total
+    detail: str = ""
+
+
+# One pass that rejects ordinary chatter before any milestone pattern runs: the supervisor
+# parses thousands of lines a second per rank, and almost none of them mark anything.
+_ANY = re.compile("|".join(re.escape(k) for k in dict.fromkeys(m.keyword for m in _WATCHED)))
+
+
+def may_mark(text: str) -> bool:
+    """Whether any line of `text` (one line or a \\n-joined batch) can mark a milestone: one
+    regex pass lets a batch of ordinary chatter skip the per-line parse."""
+    return _ANY.search(text) is not None
+
+
+def parse_line(text: str) -> Progress | None:
+    """The milestone a line marks (the earliest in boot order), or None for ordinary chatter."""
+    if not _ANY.search(text):
+        return None
+    for row in _WATCHED:
+        m = row.says(text)
+        if m is None:
+            continue
+        if row.milestone is Milestone.shards:
+            return Progress(Milestone.shards, done=int(m.group(2)), total=int(m.group(3)))
+        return Progress(row.milestone, detail=text.strip()[:200])
+    return None

@@ -1,0 +1,41 @@
+"""vLLM's dialect: `(EngineCore_DP0 pid=441) INFO 11-24 11:43:54 [file.py:N] msg` on stdout.
+
+vLLM prints shard progress on global rank 0 only; the API server prints the serving lines.
+"""
+
+from __future__ import annotations
+
+from orchestrator.dialects.base import Milestone as M
+from orchestrator.dialects.base import marker
+
+ENGINE = "vllm"
+
+READY = "Application startup complete."  # uvicorn, after the API server's routes (vllm#19613)
+
+MARKERS = (
+    marker(M.server_args, ENGINE, "non-default args", r"non-default args:"),
+    marker(M.server_args, ENGINE, "Initializing an LLM engine", r"Initializing an LLM engine"),
+    marker(M.server_args, ENGINE, "Initializing a V1 LLM engine"),
+    marker(M.dist_begin, ENGINE, "vLLM is using nccl==", r"vLLM is using nccl==\d"),
+    # the engine starts with tensor parallelism over several processes: their rendezvous begins
+    marker(
+        M.dist_begin,
+        ENGINE,
+        "tensor_parallel_size=",
+        r"Initializing an? (?:V[01] )?LLM engine.*tensor_parallel_size=(?:[2-9]|[1-9][0-9])",
+    ),
+    marker(M.dist_init, ENGINE, "world_size=", r"world_size=\d+ rank=\d+"),
+    marker(M.dist_init, ENGINE, "in world size", r"rank \d+ in world size \d+ is assigned as"),
+    marker(M.load_begin, ENGINE, "Starting to load model"),
+    marker(M.load_end, ENGINE, "Loading weights took"),
+    marker(M.load_end, ENGINE, "Model loading took"),
+    marker(M.warmup, ENGINE, "Available KV cache memory", r"Available KV cache memory: \d"),
+    marker(M.warmup, ENGINE, "GPU KV cache size", r"GPU KV cache size: [\d,]+ tokens"),
+    marker(M.warmup, ENGINE, "init engine (profile", r"init engine \(profile"),
+    marker(M.warmup, ENGINE, "Capturing CUDA graph", r"Capturing CUDA graphs?"),
+    marker(M.ready, ENGINE, "Starting vLLM", r"Starting vLLM (?:API )?server(?: \d+)? on"),
+    marker(M.ready, ENGINE, "Available routes are", r"Available routes are:"),
+    marker(M.ready, ENGINE, "Route: /", r"\[launcher\.py:\d+\] Route: /\S*, Methods:"),
+    # serving: the periodic stats line of a live engine (metrics loggers)
+    marker(M.traffic, ENGINE, "Avg prompt throughput", r"Avg prompt throughput: [\d.]+ tokens/s"),
+)

@@ -1,0 +1,104 @@
+"""A run as the bench sees it: its endpoint, the model name it serves, whether it serves now,
+and the files the bench keeps in it (smoke.json, bench.json, bench.png)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from orchestrator.errors import ConfigError, RunStoreError
+from orchestrator.runstore import Run
+from orchestrator.serving_bench.model import BenchReport, SmokeResult
+
+SMOKE_FILE = "smoke.json"
+SMOKE_RESPONSE_FILE = "smoke-response.txt"
+REPORT_FILE = "bench.json"
+PLOT_FILE = "bench.png"
+
+
+class NotServing(ConfigError):
+    """`cluster bench` on a run whose model does not answer now (exit 2: nothing was asked)."""
+
+
+def served_model_name(recipe: dict[str, Any]) -> str:
+    """The name clients must ask for: `--served-model-name`, else the model path the engine
+    was given (both engines' default)."""
+    args = [str(a) for a in recipe.get("args") or []]
+    name = ""
+    for i, arg in enumerate(args):
+        if arg == "--served-model-name" and i + 1 < len(args):
+            name = args[i + 1]
+        elif arg.startswith("--served-model-name="):
+            name = arg.partition("=")[2]
+    return name or str((recipe.get("model") or {}).get("path") or "")
+
+
+def check_serving(run: Run, ready_url: str, timeout_s: float = 5.0) -> None:
+    """NotServing unless the boot ended READY and the head answers its readiness path now."""
+    verdict_path = run.dir / "verdict.json"
+    outcome = None
+    if verdict_path.exists():
+        outcome = json.loads(verdict_path.read_text()).get("outcome")
+    if outcome is None:
+        raise NotServing(
+            "the boot has no verdict yet: it is still booting, or its controller died",
+            where=f"run {run.id}",
+            hint="`cluster status` shows where it is; bench once it is READY",
+        )
+    if outcome not in ("READY", "SMOKE_FAILED"):
+        raise NotServing(
+            f"the boot ended {outcome}, so nothing serves",
+            where=f"run {run.id}",
+            hint=f"`cluster postmortem {run.id}` says why",
+        )
+    try:
+        status = httpx.get(ready_url, timeout=timeout_s).status_code
+    except httpx.HTTPError as exc:
+        raise NotServing(
+            f"the head does not answer {ready_url} now ({type(exc).__name__}: {exc})",
+            where=f"run {run.id}",
+            hint="`cluster status` shows whether its ranks still run",
+        ) from None
+    if status != 200:
+        raise NotServing(
+            f"the head answers {ready_url} with HTTP {status}, not 200",
+            where=f"run {run.id}",
+            hint="`cluster status` shows whether its ranks still run",
+        )
+
+
+def save_smoke(run: Run, result: SmokeResult, transcript: list[str]) -> Path:
+    """smoke.json, and beside it the raw exchange (what the server really sent)."""
+    run.write_text(SMOKE_RESPONSE_FILE, "\n".join(transcript) + "\n")
+    return run.write_json(SMOKE_FILE, result.model_dump(mode="json"))
+
+
+def save_report(run: Run, report: BenchReport) -> Path:
+    return run.write_json(REPORT_FILE, report.model_dump(mode="json"))
+
+
+def load_report(run: Run) -> BenchReport:
+    path = run.dir / REPORT_FILE
+    if not path.exists():
+        raise RunStoreError(
+            "this run has no bench results",
+            where=str(run.dir),
+            hint=f"`cluster bench {run.id}` measures it while it serves",
+        )
+    try:
+        return BenchReport.model_validate_json(path.read_text())
+    except (ValidationError, ValueError) as exc:
+        raise RunStoreError(
+            f"{REPORT_FILE} does not parse: {str(exc).splitlines()[0]}", where=str(path)
+        ) from None
+
+
+def load_report_if_any(run: Run) -> BenchReport | None:
+    try:
+        return load_report(run)
+    except RunStoreError:
+        return None

@@ -1,0 +1,117 @@
+"""`cluster bench` on the built-in simulated cluster: a real boot (eight simulator processes on
+127.0.0.10-17, the process runtime, the supervisor), its smoke request, then the sweep through
+the CLI; the figures are checked against the rates the simulator was told to serve at (±10%).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from orchestrator.boot import BootOptions, boot
+from orchestrator.cli.main import main
+from orchestrator.inventory import load_inventory
+from orchestrator.models.run import Outcome
+from orchestrator.paths import builtin_simulated_inventory
+from orchestrator.runctx import load_context
+from orchestrator.runstore import RunStore
+from orchestrator.serving_bench.model import BenchReport
+from orchestrator.simulator.serve import ENV_DECODE_RATE, ENV_PREFILL_RATE
+from orchestrator.stop import stop_run
+
+pytestmark = pytest.mark.sim
+RECIPE = "mistral-large4-8x-sglang"
+PREFILL, DECODE = 2000.0, 50.0  # tokens/s the twin is told to serve at
+PP, TG = 300, 24
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def within(measured: float | None, expected: float, share: float = 0.10) -> bool:
+    return measured is not None and abs(measured - expected) <= share * expected
+
+
+async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rates(
+    tmp_path, state, capsys
+):
+    options = BootOptions(
+        sim_scale="test",
+        sim_weights_root=tmp_path / "weights",
+        sim_env={ENV_PREFILL_RATE: str(PREFILL), ENV_DECODE_RATE: str(DECODE)},
+    )
+    inventory = load_inventory(builtin_simulated_inventory())
+    store = RunStore()
+    booting = asyncio.create_task(
+        asyncio.wait_for(boot(RECIPE, inventory, options=options, store=store), 240)
+    )
+    seen: set[float] = set()  # metrics.prom's view times while the supervisor holds the run
+    while not booting.done():
+        await asyncio.sleep(0.3)
+        run = store.latest()
+        if run is not None and (run.dir / "metrics.prom").exists():
+            found = series((run.dir / "metrics.prom").read_text())
+            seen.update(s.value for s in found.get("cluster_run_updated_timestamp_seconds", []))
+    result = booting.result()
+    try:
+        assert result.verdict.outcome is Outcome.READY, result.verdict.message
+        assert len(seen) >= 3, seen  # rewritten every tick (1 s) through a boot of >10 s
+        found = series((result.run.dir / "metrics.prom").read_text())
+        assert [s.labels["outcome"] for s in found["cluster_run_outcome"] if s.value == 1] == [
+            "READY"
+        ]
+        serving = [s for s in found["cluster_rank_phase"] if s.labels["phase"] == "serving"]
+        assert sorted(int(s.labels["rank"]) for s in serving if s.value == 1) == list(range(8))
+        smoke = json.loads((result.run.dir / "smoke.json").read_text())
+        assert smoke["ok"] and smoke["answered_model"] == "mistral-large-4", smoke
+        assert smoke["answer"].startswith("This is the sglang simulator serving mistral-large-4")
+        assert any(e.kind == "smoke" for e in result.run.events())
+
+        args = ["bench", result.run.id, "--pp", str(PP), "--tg", str(TG), "--depths", "0,200"]
+        args += ["--concurrency", "1,4", "--requests-per-client", "2", "--json"]
+        code = await asyncio.to_thread(main, args)
+        out = capsys.readouterr().out
+        assert code == 0, out
+        # The boot's own log lines (structlog, on stdout in this process) come before the JSON.
+        report = BenchReport.model_validate_json(out[out.index("\n{\n") :])
+    finally:
+        await stop_run(load_context(result.run))
+
+    assert [(lv.depth, lv.concurrency) for lv in report.levels] == [
+        (0, 1),
+        (0, 4),
+        (200, 1),
+        (200, 4),
+    ]
+    for lv in report.levels:
+        assert lv.errors == 0, lv.last_error
+        assert lv.generated == TG * lv.requests
+        assert lv.prompt_len_mean is not None and lv.prompt_len_mean >= PP + lv.depth
+        # Every request decodes at its own pace: TPOT is 1/decode at every level.
+        assert within(lv.tpot.p50, 1 / DECODE), (lv.depth, lv.concurrency, lv.tpot)
+    for lv in (x for x in report.levels if x.concurrency == 1):
+        ttft = lv.prompt_len_mean / PREFILL  # type: ignore[operator]
+        assert within(lv.ttft.p50, ttft), (lv.depth, lv.ttft, ttft)
+        per_request = ttft + (TG - 1) / DECODE
+        assert within(lv.output_tok_s, TG / per_request), (lv.depth, lv.output_tok_s)
+    kept = BenchReport.model_validate_json((result.run.dir / "bench.json").read_text())
+    assert kept == report
+    assert (result.run.dir / "bench.png").stat().st_size > 10_000
+    found = series((result.run.dir / "metrics.prom").read_text())
+    assert len(found["cluster_bench_output_tokens_per_second"]) == 4
+    assert "cluster_rank_bytes_read_total" in found
+
+
+def series(text: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append(sample)
+    return out
