@@ -572,6 +572,8 @@ def fake_cluster(
             "sh-df": FakeReply(stdout=read("df", "testbed-node")),
             "listener": FakeReply(stdout="listening x 29500\ndone 8\n"),
             "connector": FakeReply(stdout="connected 1 x\n"),
+            # engine-args: the image's parser accepts rank 0's and rank 1's argv
+            "docker-run": FakeReply(stdout=PARSED_OK * 2),
             **facts_of.get(node.name, {}),
         }
 
@@ -599,6 +601,9 @@ def fake_cluster(
         return FakeTransport(node, handler_for(node))
 
     return factory
+
+
+PARSED_OK = 'ENGINE_ARGS_PROBE {"engine": "sglang", "ok": true, "version": "0.5.23"}\n'
 
 
 def inventory_like_testbed(tmp_path: Path) -> Inventory:

@@ -41,6 +41,8 @@ CHECKS: dict[str, str] = {
     "head-port": "the rendezvous and serve ports are free on the head",
     "rendezvous-tcp": "every node opens a TCP connection to the head's rendezvous port over the "
     "fabric (tested for real)",
+    "engine-args": "the image's own engine parser accepts the rank-0 and rank-1 argv (a throwaway "
+    "probe container on the head: parse only, no GPU, no weights)",
     "docker": "the Docker daemon answers",
     "image": "the image is on every node, with the recipe's digest and the node's platform",
     "gpu": "a GPU and the NVIDIA runtime where the recipe asks for GPUs",
@@ -66,6 +68,7 @@ _CHECK_FUNCTIONS: tuple[tuple[str, Callable[[_Judge], None]], ...] = (
     ("fabric-mtu", _check_mtu),
     ("head-port", _check_ports),
     ("rendezvous-tcp", lambda j: None),  # needs the reachability result: see judge()
+    ("engine-args", lambda j: None),  # needs the probe's result: see judge()
     ("docker", _check_docker),
     ("image", _check_image),
     ("gpu", _check_gpu),
