@@ -49,7 +49,7 @@ from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
-from orchestrator.supervisor.watchers import WatchConfig
+from orchestrator.supervisor.watchers import WatchConfig, watch_config_for
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.wording import waves_text
 
@@ -323,9 +323,12 @@ def preflight_progress(inventory: Inventory, ui: BootUI) -> Callable[[NodeFacts]
 
 
 def watch_config(recipe: Recipe) -> WatchConfig:
-    return WatchConfig(
+    return watch_config_for(
+        recipe.engine.value,
         barrier_window_s=float(recipe.timeouts.barrier),
+        env=recipe.env,
         expected_bytes_per_rank=recipe.model.expected_bytes_per_rank,
+        scale=float(recipe.env.get("CLUSTER_SIM_SCALE", "1") or 1),
     )
 
 

@@ -21,7 +21,7 @@ from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.follower import split_lines
 from orchestrator.supervisor.state import BootState, initial_state, reduce
-from orchestrator.supervisor.watchers import WatchConfig
+from orchestrator.supervisor.watchers import WatchConfig, watch_config_for
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,12 @@ def load_context(run: Run) -> RunContext:
         inventory=inventory,
         plan=plan,
         specs=specs,
-        watch=WatchConfig(
+        watch=watch_config_for(
+            str(recipe.get("engine", "sglang")),
             barrier_window_s=float(timeouts.get("barrier", 480)),
+            env=recipe.get("env") or {},
             expected_bytes_per_rank=model.get("expected_bytes_per_rank"),
+            scale=float((recipe.get("env") or {}).get("CLUSTER_SIM_SCALE", "1") or 1),
         ),
         recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
         serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),

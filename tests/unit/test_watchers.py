@@ -15,7 +15,13 @@ from orchestrator.models.run import (
     Sample,
 )
 from orchestrator.supervisor.state import BootState, initial_state, reduce
-from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch, watch_barrier
+from orchestrator.supervisor.watchers import (
+    WatchConfig,
+    is_ready,
+    watch,
+    watch_barrier,
+    watch_config_for,
+)
 from tests.engine_lines import by_id
 
 GiB = 2**30
@@ -313,3 +319,56 @@ def test_a_line_of_tqdm_updates_joined_by_cr_reads_as_its_last_update() -> None:
     state = reduce(initial_state(NODES), LogLine(ts=1, rank=0, stream="stderr", text=joined))
     assert (state.rank(0).shards_done, state.rank(0).shards_total) == (4, 13)
     assert state.rank(0).last_line.startswith("Loading safetensors checkpoint shards:  30%")
+
+
+# -- per engine: the barrier is SGLang's; vLLM waits on its own engine-ready deadline ---------
+
+VLLM_LOAD_END = by_id("vllm-model-loading-took").text
+
+
+def _vllm_boot(ready_s: float = 600.0) -> Boot:
+    b = Boot()
+    b.cfg = watch_config_for(
+        "vllm",
+        barrier_window_s=480,
+        env={"VLLM_ENGINE_READY_TIMEOUT_S": str(int(ready_s))},
+        expected_bytes_per_rank=10 * GiB,
+    )
+    return b
+
+
+def test_a_vllm_rank_finishing_minutes_after_the_others_is_no_barrier_miss():
+    b = _vllm_boot(ready_s=3600)
+    b.read([200, 200, 200, 12], 100)  # ranks 0-2 done after ~54 s
+    assert b.state.first_load_end_at is not None
+    b.read([0, 0, 0, 12], 700)  # rank 3 still reading 700 s later: SGLang's 480 s long gone
+    assert not b.findings()  # no barrier, and 3600 s is enough for rank 3
+    b.read([0, 0, 0, 12], 200)
+    b.log(3, VLLM_LOAD_END)
+    b.fold(HeadReady(ts=b.now, latency_s=0.01))
+    assert is_ready(b.state)
+    assert not [f for f in b.findings() if f.severity == "verdict"]
+
+
+def test_a_vllm_rank_that_will_miss_the_engine_ready_deadline_is_warned_about_by_its_env():
+    b = _vllm_boot(ready_s=600)
+    b.read([200, 200, 200, 5], 20)  # rank 3: 10 GiB at 5 MB/s is ~36 min, the deadline 10 min
+    [w] = b.findings()
+    assert (w.watcher, w.rank, w.severity) == ("vllm-ready", 3, "warning")
+    assert "VLLM_ENGINE_READY_TIMEOUT_S=600 s" in w.message
+    assert "raise VLLM_ENGINE_READY_TIMEOUT_S" in w.advice
+
+
+def test_the_watch_config_takes_each_engines_own_deadline_source():
+    sglang = watch_config_for("sglang", barrier_window_s=7200, env={}, expected_bytes_per_rank=None)
+    assert (sglang.engine, sglang.barrier_window_s) == ("sglang", 7200)
+    vllm = watch_config_for("vllm", barrier_window_s=480, env={}, expected_bytes_per_rank=None)
+    assert vllm.vllm_ready_timeout_s == 600  # vLLM's default when the env is not set
+    twin = watch_config_for(
+        "vllm",
+        barrier_window_s=6,
+        env={"VLLM_ENGINE_READY_TIMEOUT_S": "1200"},
+        expected_bytes_per_rank=None,
+        scale=1 / 80,
+    )
+    assert twin.vllm_ready_timeout_s == 15
