@@ -10,8 +10,9 @@ then warm (the same files again). While it reads, the node sampler's own functio
 (runtime/node_sampler.py: rchar from /proc/PID/io, the resident pages of the weight-file
 mappings from /proc/PID/smaps) are sampled the moment the reader reports each shard finished,
 and compared with the bytes it reports: error = measured / true - 1, per shard event. Cold and
-warm are told apart by the same sample's `majflt` (mmap) and `read_bytes` (read()): storage reads
-on a cold cache, none on a warm one. DIR must be on a disk, not tmpfs (fadvise cannot drop tmpfs).
+warm are told apart by the same sample's `read_bytes` (storage reads, by read() or by page faults):
+about the rank's share on a cold cache, near zero on a warm one (`majflt` is printed too: the
+kernel's readahead makes most cold mmap faults minor, so it is no sign). DIR must be on a disk, not tmpfs (fadvise cannot drop tmpfs).
 """
 
 from __future__ import annotations

@@ -8,10 +8,12 @@ the engines read weights in child processes, not in the container's PID 1 (DOMAI
 A rank's weight reads, whichever way it reads: `read()` moves `rchar`; an mmap load (SGLang's
 and vLLM's default safetensors loader) moves no counter of /proc/PID/io, so the resident pages
 of its weight-file mappings are summed from /proc/PID/smaps (`Rss` of every mapping whose file
-is a weight file; a file mapped by several processes counted once, at its largest). The sample's
-`weight_bytes` is the larger of the two, what load progress uses. `majflt` (pages the rank's
-faults had to read from storage) and `read_bytes` (block I/O of read()) tell a cold cache from a
-warm one: warm, both stay near zero while the weights still come in.
+is a weight file; a file mapped by several processes counted once, at its largest; a file
+unmapped since counted at the largest size it was seen at). The sample's `weight_bytes` is the
+larger of the two, what load progress uses. `read_bytes` (storage reads, by read() or by page
+faults alike) tells a cold cache from a warm one: it grows with the load on a cold cache and stays
+near zero on a warm one (bench/load_progress.py). `majflt` is reported but is no such sign: the
+kernel's readahead turns most cold mmap faults into minor ones.
 """
 
 from __future__ import annotations

@@ -238,37 +238,44 @@ def child_main(spec: dict[str, object]) -> int:
     done, paused = 0, pause_at is None
     started = time.monotonic()
     use_mmap = spec.get("loader", "mmap") == "mmap"
+    # The mappings stay until the whole share is in. The engines unmap each file once its tensors
+    # are copied, which at real scale takes minutes a file; scaled down, a file is read in less
+    # than the supervisor's 1 s sampling period and would come and go unseen (node_sampler.py
+    # counts each file at the largest resident size it saw).
+    held = contextlib.ExitStack()
     for i, (path, offset, length) in enumerate(share):
-        with open(path, "rb") as f, _view(f, use_mmap) as view:
-            f.seek(offset)
-            left = length
-            at = offset
-            while left > 0:
-                want = min(CHUNK, left)
-                if not paused and isinstance(pause_at, int) and done + want >= pause_at:
-                    want = max(pause_at - done, 0)
-                if view is not None:  # a copy out of the mapping faults its pages in
-                    data = bytes(view[at : at + want]) if want else b""
-                    at += len(data)
-                else:  # buffered, as torch's and the engines' non-mmap readers are
-                    data = f.read(want) if want else b""
-                done += len(data)
-                left -= len(data)
-                if want and not data:
-                    raise WeightsError(f"{path} is shorter than its index says")
-                if not paused and isinstance(pause_at, int) and done >= pause_at:
-                    paused = True
-                    _say(f"paused {done}")
-                    if not obey("continue"):
-                        return 0
-                    pacer = Pacer(rate)
-                    pacer.start -= done / rate if rate > 0 else 0
-                if os.getppid() != parent:
+        f = held.enter_context(open(path, "rb"))  # noqa: SIM115 - held until the load is done
+        view = held.enter_context(_view(f, use_mmap))
+        f.seek(offset)
+        left = length
+        at = offset
+        while left > 0:
+            want = min(CHUNK, left)
+            if not paused and isinstance(pause_at, int) and done + want >= pause_at:
+                want = max(pause_at - done, 0)
+            if view is not None:  # a copy out of the mapping faults its pages in
+                data = bytes(view[at : at + want]) if want else b""
+                at += len(data)
+            else:  # buffered, as torch's and the engines' non-mmap readers are
+                data = f.read(want) if want else b""
+            done += len(data)
+            left -= len(data)
+            if want and not data:
+                raise WeightsError(f"{path} is shorter than its index says")
+            if not paused and isinstance(pause_at, int) and done >= pause_at:
+                paused = True
+                _say(f"paused {done}")
+                if not obey("continue"):
                     return 0
-                sleep = pacer.delay(done, time.monotonic())
-                if sleep > 0:
-                    time.sleep(sleep)
+                pacer = Pacer(rate)
+                pacer.start -= done / rate if rate > 0 else 0
+            if os.getppid() != parent:
+                return 0
+            sleep = pacer.delay(done, time.monotonic())
+            if sleep > 0:
+                time.sleep(sleep)
         _say(f"shard {i + 1} {len(share)} {done}")
+    held.close()
     _say(f"done {done} {time.monotonic() - started:.6f}")
     obey("")  # hold the "weights" until the parent goes; run its hog commands meanwhile
     return 0
