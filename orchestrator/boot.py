@@ -329,6 +329,7 @@ def watch_config(recipe: Recipe) -> WatchConfig:
         env=recipe.env,
         expected_bytes_per_rank=recipe.model.expected_bytes_per_rank,
         scale=float(recipe.env.get("CLUSTER_SIM_SCALE", "1") or 1),
+        rendezvous_s=float(recipe.timeouts.rendezvous),
     )
 
 

@@ -92,6 +92,7 @@ def load_context(run: Run) -> RunContext:
             env=recipe.get("env") or {},
             expected_bytes_per_rank=model.get("expected_bytes_per_rank"),
             scale=float((recipe.get("env") or {}).get("CLUSTER_SIM_SCALE", "1") or 1),
+            rendezvous_s=float(timeouts.get("rendezvous", 600)),
         ),
         recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
         serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),

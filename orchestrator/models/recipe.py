@@ -395,6 +395,12 @@ class Timeouts(_Strict):
         default=120.0,
         description="prove each node can exec the image, retried with backoff (seed 002 boot 1)",
     )
+    rendezvous: _SECONDS = Field(
+        default=600.0,
+        description="the first rank's start to every rank in the group (torch distributed init): "
+        "ranks still missing then are RENDEZVOUS_STALLED, long before torch's own ~30 min store "
+        "timeout would end them",
+    )
     weights: _SECONDS = Field(
         default=3600.0,
         description="a rank's start to its `Load weight end`; 8x the 7-8 min load of seed 001",

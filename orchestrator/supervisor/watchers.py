@@ -27,6 +27,7 @@ class WatchConfig:
     # vLLM's frontend waits this long for its engine core to report ready, weight loading
     # included (vllm/v1/engine/core_client.py: "Timed out waiting for engine core processes to
     # start"), then raises TimeoutError. The same name and 600 s default in 0.17.1, 0.19.0, 0.33.0.
+    rendezvous_s: float = 600.0  # the recipe's timeouts.rendezvous
     vllm_ready_timeout_s: float = 600.0
     vllm_ready_env: str = "VLLM_ENGINE_READY_TIMEOUT_S"
     expected_bytes_per_rank: int | None = None
@@ -48,6 +49,7 @@ def watch_config_for(
     env: Mapping[str, str],
     expected_bytes_per_rank: int | None,
     scale: float = 1.0,
+    rendezvous_s: float = 600.0,
 ) -> WatchConfig:
     """The waits of `engine`, from the recipe (a twin: its scaled barrier, and `scale` for the
     env values the simulator scales itself). SGLang: the post-load barrier, whose window the
@@ -60,6 +62,7 @@ def watch_config_for(
         barrier_window_s=barrier_window_s,
         expected_bytes_per_rank=expected_bytes_per_rank,
         vllm_ready_timeout_s=ready * scale,
+        rendezvous_s=rendezvous_s,
     )
 
 
@@ -216,6 +219,53 @@ def watch_vllm_ready(s: BootState, now: float, cfg: WatchConfig) -> list[Finding
             )
         )
     return findings
+
+
+_NOT_JOINED = (RankPhase.pending, RankPhase.starting, RankPhase.exited, RankPhase.unreachable)
+
+
+def watch_rendezvous(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    """Ranks that have not joined the group `rendezvous_s` after the first rank started.
+
+    torch's init_process_group returns on no rank until every rank has joined, so while no rank
+    has begun loading the group has not formed. The ranks that never reached `initializing` (no
+    engine line: their container or process did not get that far, or died) are the missing ones;
+    when every rank got there, all of them are stuck in the init. Without this bound the boot
+    would wait for torch's own store timeout (~30 min) or the recipe's hours-long total."""
+    started = [r.started_at for r in s.ranks if r.started_at is not None]
+    if not started or now < min(started) + cfg.rendezvous_s:
+        return []
+    if any(
+        r.phase.order > RankPhase.initializing.order and r.phase not in _NOT_JOINED for r in s.ranks
+    ):
+        return []  # the group formed: a rank is loading (or past it)
+    if not any(r.phase is RankPhase.initializing for r in s.ranks):
+        return []  # nobody waits at the rendezvous: the exits and loss watchers speak
+    missing = [r for r in s.ranks if r.phase in _NOT_JOINED] or list(s.ranks)
+    names = ", ".join(f"rank {r.rank} ({r.node})" for r in missing)
+    last = "; ".join(
+        f"rank {r.rank} last printed: {r.last_lines[-1]!r}"
+        if r.last_lines
+        else f"rank {r.rank} printed nothing"
+        for r in missing[:4]
+    )
+    return [
+        Finding(
+            watcher="rendezvous",
+            severity="verdict",
+            rank=missing[0].rank,
+            outcome=Outcome.RENDEZVOUS_STALLED,
+            message=(
+                f"{names} had not joined the group {cfg.rendezvous_s:.0f} s after the first rank "
+                f"started (torch's store would wait ~30 min); {last}"
+            ),
+            advice=(
+                "check that the missing ranks' containers started and reach the head's "
+                "rendezvous port over the fabric (`cluster preflight`: rendezvous-tcp), and their "
+                "NCCL/Gloo interface; raise timeouts.rendezvous only if starts are known to be slow"
+            ),
+        )
+    ]
 
 
 def _barrier_broken_by_network(s: BootState, failed: list[RankState]) -> list[Finding]:
@@ -396,6 +446,7 @@ def watch(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     """All watchers, verdicts first in priority order: barrier, loss, exits; then warnings."""
     findings = [
         *watch_barrier(s, now, cfg),
+        *watch_rendezvous(s, now, cfg),
         *watch_vllm_ready(s, now, cfg),
         *watch_loss(s, now, cfg),
         *watch_exits(s),

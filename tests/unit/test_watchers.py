@@ -372,3 +372,42 @@ def test_the_watch_config_takes_each_engines_own_deadline_source():
         scale=1 / 80,
     )
     assert twin.vllm_ready_timeout_s == 15
+
+
+# -- the rendezvous stall bound ----------------------------------------------------------------
+
+DIST_BEGIN = by_id("sglang-init-torch-distributed-begin").text
+
+
+def _rendezvous(arrived: list[int], nodes: int = 4) -> tuple[BootState, WatchConfig]:
+    state = initial_state([f"node{k}" for k in range(nodes)])
+    for k in range(nodes):
+        state = reduce(state, RankStarted(ts=0, rank=k, container=f"c{k}"))
+    for k in arrived:
+        state = reduce(state, LogLine(ts=5, rank=k, stream="stdout", text=DIST_BEGIN))
+    cfg = watch_config_for("sglang", barrier_window_s=480, env={}, expected_bytes_per_rank=None)
+    return state, cfg
+
+
+def test_ranks_missing_from_the_rendezvous_are_named_once_the_bound_passes():
+    state, cfg = _rendezvous(arrived=[0, 1, 3])
+    assert state.rank(0).phase is RankPhase.initializing
+    assert state.rank(2).phase is RankPhase.starting
+    assert not [f for f in watch(state, 599, cfg) if f.watcher == "rendezvous"]
+    [v] = [f for f in watch(state, 601, cfg) if f.watcher == "rendezvous"]
+    assert (v.severity, v.outcome, v.rank) == ("verdict", Outcome.RENDEZVOUS_STALLED, 2)
+    assert v.message.startswith("rank 2 (node2) had not joined the group 600 s after")
+    assert "rank 2 printed nothing" in v.message
+    assert v.outcome.category == "rendezvous-network"
+
+
+def test_a_group_that_formed_is_no_stall_however_long_the_load():
+    state, cfg = _rendezvous(arrived=[0, 1, 2, 3])
+    state = reduce(state, LogLine(ts=6, rank=0, stream="stdout", text=LOAD_BEGIN))
+    assert not [f for f in watch(state, 5000, cfg) if f.watcher == "rendezvous"]
+
+
+def test_the_bound_is_the_recipes_and_well_under_torchs_store_timeout():
+    from orchestrator.models.recipe import Timeouts
+
+    assert Timeouts().rendezvous == 600 < 1800  # torch's default store timeout is 30 min
