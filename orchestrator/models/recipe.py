@@ -98,7 +98,7 @@ def _flatten_argv(value: Any) -> Any:
 Argv = Annotated[list[StrictStr], BeforeValidator(_flatten_argv)]
 
 
-def _flag_values(argv: Sequence[str], names: Iterable[str]) -> list[str]:
+def flag_values(argv: Sequence[str], names: Iterable[str]) -> list[str]:
     """Values given to any of `names` in `argv`, as `--flag value` or `--flag=value`."""
     wanted = set(names)
     found: list[str] = []
@@ -673,7 +673,7 @@ def _agree(
     """A literal value of `flags` in `argv` must equal `expected` (or be its placeholder)."""
     if not isinstance(expected, int):
         return
-    for value in _flag_values(argv, flags):
+    for value in flag_values(argv, flags):
         if placeholder is not None and value == "{" + placeholder + "}":
             continue
         if placeholders_in(value):

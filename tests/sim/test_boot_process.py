@@ -139,16 +139,16 @@ async def test_a_slow_rank_is_warned_about_before_the_barrier_closes_and_named_i
 
 
 async def test_a_vllm_boot_with_one_slow_rank_is_ready_never_a_barrier_timeout(sim_weights, state):
-    # vLLM has no post-load barrier: rank 5 finishing ~40 s after the others (the twin's default
-    # barrier window is 6 s) is only slow. Its engine-ready deadline (7200 s, 90 s at this scale)
-    # holds it.
+    # vLLM has no post-load barrier: rank 5 reading at 12 MB/s (the others at 16) finishes its
+    # 159 MB seconds after them, far past the 1 s the twin's default barrier window lasts at this
+    # scale. It is only slow: its engine-ready deadline (10800 s, 22.5 s here) holds it.
     result, _ = await run_boot(
-        sim_weights, state, fault="rank=5:slow-read=25MB/s", recipe="mistral-large4-8x-vllm"
+        sim_weights, state, fault="rank=5:slow-read=12MB/s", recipe="mistral-large4-8x-vllm"
     )
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
-        kinds = {w["watcher"] for w in warnings(result.run.dir)}
-        assert "barrier" not in kinds and "vllm-ready" not in kinds, kinds
+        said = warnings(result.run.dir)
+        assert not [w for w in said if w["watcher"] in ("barrier", "vllm-ready")], said
     finally:
         await stop(result)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.preflight.checks.cluster import _check_node_count, _check_probes, _check_reachable
+from orchestrator.preflight.checks.engine import _check_memory_claim
 from orchestrator.preflight.checks.fabric import (
     _check_fabric,
     _check_mtu,
@@ -52,6 +53,9 @@ CHECKS: dict[str, str] = {
     "weights-copy": "every node holds the same complete staged copy (`cluster weights`); "
     "where none is staged, the load-time estimate from shared storage",
     "memory": "enough free memory for a rank",
+    "memory-claim": "the engine's memory claim (vLLM --gpu-memory-utilization, SGLang "
+    "--mem-fraction-static, x MemTotal) fits MemFree/MemAvailable, and the load's page cache fits "
+    "beside it",
     "containers": "no other container holds memory, no rank of an earlier run still runs",
     "disk": "free disk where the image lands",
     "clock": "clocks agree with the controller's",
@@ -76,6 +80,7 @@ _CHECK_FUNCTIONS: tuple[tuple[str, Callable[[_Judge], None]], ...] = (
     ("weights", _check_weights),
     ("weights-copy", _check_weights_copies),
     ("memory", _check_memory),
+    ("memory-claim", _check_memory_claim),
     ("containers", _check_containers),
     ("disk", _check_disk),
     ("clock", _check_clock),
