@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the netns tier drives for real (sshd, dockerd, ip, nft, busybox).
+# Installs the Debian packages the netns tier and the benches drive for real (sshd, dockerd, ip, nft,
+# busybox; rsync: the baseline of bench/weights_push.py).
 # As root it installs what is missing; as anyone else it says loudly that the netns tier will skip.
 set -euo pipefail
-need=(openssh-server docker.io iproute2 nftables busybox-static zstd tmux)
+need=(openssh-server docker.io iproute2 nftables busybox-static zstd tmux rsync)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -42,9 +42,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.boot import host_python  # noqa: E402
+from orchestrator.dockercli import DockerCli  # noqa: E402
 from orchestrator.facts import close_transports, open_transports  # noqa: E402
 from orchestrator.inventory import load_inventory  # noqa: E402
-from orchestrator.launch import LABEL_RANK, LABEL_RUN, docker_base  # noqa: E402
+from orchestrator.launch import LABEL_RANK, LABEL_RUN  # noqa: E402
 from orchestrator.runstore import RunStore  # noqa: E402
 from orchestrator.runtime.base import RankSpec  # noqa: E402
 from orchestrator.runtime.docker import DockerRuntime  # noqa: E402
@@ -91,7 +92,7 @@ def rank_specs(inventory: Any, run_id: str, rate: int, seconds: float) -> list[R
         name = f"cluster-{run_id}-r{node.rank}"
         labels = {LABEL_RUN: run_id, LABEL_RANK: str(node.rank)}
         argv = [
-            *docker_base(node),
+            *DockerCli.of(node).base,
             "run",
             "--detach",
             "--name",
@@ -223,7 +224,7 @@ async def drain_spew(inventory: Any, rate: int, seconds: float) -> dict[str, Any
 
     async def drain(spec: RankSpec) -> None:
         nonlocal received
-        argv = [*docker_base(spec.node), "logs", "-f", "--timestamps", spec.name]
+        argv = DockerCli.of(spec.node).logs(spec.name, follow=True)
         async for _, chunk in transports[spec.node.name].stream_chunks(argv):
             received += len(chunk)
 
@@ -264,7 +265,7 @@ async def drain_spew_openssh(inventory: Any, rate: int, seconds: float) -> dict[
             "-o", f"UserKnownHostsFile={transports[node.name]._known_hosts}",  # type: ignore[attr-defined]
             "-p", str(node.port), *(["-i", str(node.private_key)] if node.private_key else []),
             f"{node.user}@{node.address}", "--",
-            shlex.join([*docker_base(node), "logs", "-f", "--timestamps", spec.name]),
+            shlex.join(DockerCli.of(node).logs(spec.name, follow=True)),
         ]  # fmt: skip
         proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE

@@ -232,8 +232,26 @@ def _parse_group(inv: AnsibleInventory, name: str, body: Any) -> str:
             inv.problems.append(f"{loc}: {key} must be a mapping, got {type(value).__name__}")
             continue
         sections[key] = value or {}
-    for var, value in sections.get("vars", {}).items():
-        if var == "ansible_group_priority":
+    # In the file's order, as Ansible reads them: a host listed in `hosts` before a child group
+    # that lists it again gets the child's values for the keys both set.
+    for section, entries in sections.items():
+        if section == "vars":
+            _group_vars(inv, group, loc, entries)
+        elif section == "children":
+            for child, child_body in entries.items():
+                if str(child) == "all":
+                    inv.problems.append(f"{loc}: 'all' cannot be a child group (all holds all)")
+                    continue
+                inv.add_child(name, _parse_group(inv, str(child), child_body))
+        else:
+            for pattern, hvars in entries.items():
+                _parse_hosts(inv, name, pattern, hvars)
+    return name
+
+
+def _group_vars(inv: AnsibleInventory, group: Group, loc: str, entries: Mapping[Any, Any]) -> None:
+    for var, value in entries.items():
+        if var == "ansible_group_priority":  # Ansible keeps it as the priority, not a variable
             try:
                 group.priority = _strict_int(value)
             except ValueError:
@@ -243,14 +261,6 @@ def _parse_group(inv: AnsibleInventory, name: str, body: Any) -> str:
                 )
         else:
             group.vars[str(var)] = value
-    for child, child_body in sections.get("children", {}).items():
-        if str(child) == "all":
-            inv.problems.append(f"{loc}: 'all' cannot be a child group (every group is in it)")
-            continue
-        inv.add_child(name, _parse_group(inv, str(child), child_body))
-    for pattern, hvars in sections.get("hosts", {}).items():
-        _parse_hosts(inv, name, pattern, hvars)
-    return name
 
 
 def _parse_hosts(inv: AnsibleInventory, group: str, pattern: Any, hvars: Any) -> None:

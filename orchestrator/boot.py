@@ -32,9 +32,10 @@ from orchestrator.errors import (
 )
 from orchestrator.facts import NodeFacts, close_transports, open_transports
 from orchestrator.launch import LaunchPlan
+from orchestrator.models.events import Resumed, Step
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
-from orchestrator.models.run import Finding, Outcome
+from orchestrator.models.run import Finding, Outcome, RankStarted
 from orchestrator.paths import state_dir
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
@@ -113,7 +114,7 @@ class BootResult:
 
 
 def _step(run: Run, ui: BootUI, name: str, detail: str = "") -> None:
-    run.append_event({"kind": "step", "step": name, "detail": detail})
+    run.append_event(Step(step=name, detail=detail))
     ui.step(name, detail)
 
 
@@ -154,6 +155,10 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     twin = make_twin(
         real, options.sim_scale, python=sys.executable, weights_dir=str(weights), **extra
     )
+    if options.simulate:
+        # The ranks import this package from the read-only mount `host_python` adds, whatever
+        # makes it importable here (an editable install may point at another checkout).
+        twin = twin.model_copy(update={"env": {**twin.env, "PYTHONPATH": str(_package_root())}})
     if options.sim_env:
         twin = twin.model_copy(update={"env": {**twin.env, **options.sim_env}})
     if options.simulate and options.sim_docker_extra:
@@ -168,12 +173,16 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     return twin, twin_record(real, twin)
 
 
+def _package_root() -> Path:
+    """The folder that holds this `orchestrator` package."""
+    return Path(__file__).resolve().parent.parent
+
+
 def host_python() -> list[str]:
     """Read-only mounts that let a small image run this machine's Python and this package
     (TESTBED.md: a busybox image with the host's /usr, /lib and the Python install mounted)."""
     mounts = {"/usr", "/lib", "/lib64", "/etc/ssl", sys.base_prefix, sys.prefix}
-    package = Path(__file__).resolve().parent.parent
-    mounts.add(str(package))
+    mounts.add(str(_package_root()))
     return [f"{m}:{m}:ro" for m in sorted(mounts) if Path(m).exists()]
 
 
@@ -364,10 +373,9 @@ async def boot(
             advice=pre.report.errors[0].fix if pre.report.errors else "",
         )
         write_verdict(run, verdict)
-        err = PreflightRefused(verdict.message, where=f"run {run.id}", hint=verdict.advice)
-        err.run_dir = str(run.dir)  # type: ignore[attr-defined]
-        err.report = pre.report  # type: ignore[attr-defined]
-        raise err
+        raise PreflightRefused(
+            verdict.message, where=f"run {run.id}", hint=verdict.advice, run_dir=str(run.dir)
+        )
     plan = pre.launch
     write_manifest(
         run,
@@ -527,11 +535,11 @@ async def resume(
         resume_state=replay_logs(ctx),
     )
     # Deadlines count from when the ranks were started, as in the first supervisor.
-    starts = [e["ts"] for e in run.events() if e.get("kind") == "rank_started"]
+    starts = [e.ts for e in run.events() if isinstance(e, RankStarted)]
     supervisor.started = min(starts) if starts else run_started_at(run)
     kept_before = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())
     _step(run, ui, "resume", f"run {run.id}: {kept_before} bytes already preserved")
-    run.append_event({"kind": "resumed", "bytes_preserved": kept_before})
+    run.append_event(Resumed(bytes_preserved=kept_before))
     try:
         verdict = await supervisor.supervise()
         if verdict.outcome is not Outcome.READY:

@@ -11,11 +11,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, HostKeyError, NodeUnreachable
 from orchestrator.fanout import settle
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.probes.base import Probe
-from orchestrator.probes.docker import DOCKER_VERSION
+from orchestrator.probes.docker import docker_version_probe
 from orchestrator.probes.gpu import NVIDIA_SMI
 from orchestrator.probes.host import HOST
 from orchestrator.probes.interfaces import IP_ADDR, find_interface
@@ -120,7 +121,7 @@ async def check_node(inventory: Inventory, node: Node, transport: Transport) -> 
             _ask(transport, HOST),
             _ask(transport, MEMINFO),
             _ask(transport, IP_ADDR),
-            _ask(transport, DOCKER_VERSION),
+            _ask(transport, docker_version_probe(DockerCli.of(node))),
             _ask(transport, NVIDIA_SMI),
             return_exceptions=True,
         )
@@ -167,7 +168,9 @@ async def check_inventory(
 ) -> CheckReport:
     """Check every node at once. `factory` makes a node's transport (a fake in core tests)."""
     make = factory or (lambda n: transport_for(inventory, n, options))
-    outcomes = await settle(inventory.nodes, lambda n: check_node(inventory, n, make(n)))
+    outcomes = await settle(
+        inventory.nodes, lambda n: check_node(inventory, n, make(n)), limit=options.fanout
+    )
     rows = []
     for outcome in outcomes:
         if outcome.value is not None:

@@ -18,6 +18,7 @@ tracebacks. Anything that is not a `ClusterError` is a bug: the CLI writes a cra
     ├── UnhealthyCluster                 exit 3: one or more nodes failed a check
     ├── PreflightRefused                 exit 4: a doomed boot refused before touching anything
     ├── ImageError                       exit 5: image distribution or exec-readiness failed
+    ├── WeightsError                     exit 9: weights did not reach every node whole
     ├── BootFailed                       exit 6: a rank exited or the barrier was missed
     └── RunStoreError                    exit 8: run directory missing, corrupt or locked
         └── RunLocked                    another live supervisor writes this run
@@ -41,21 +42,32 @@ class ExitCode(IntEnum):
     IMAGE_FAILED = 5
     BOOT_FAILED = 6
     RUN_STORE = 8
+    WEIGHTS_FAILED = 9
     INTERRUPTED = 130
 
 
 class ClusterError(Exception):
-    """Base of every expected failure: `what` happened at `where`; `hint` says what to do."""
+    """Base of every expected failure: `what` happened at `where`; `hint` says what to do.
+
+    `run_dir`: the run directory the failure belongs to, when there is one (the CLI prints it
+    under the error line); a boot sets it on whatever error ends it."""
 
     exit_code: ExitCode = ExitCode.INTERNAL
 
     def __init__(
-        self, what: str, *, where: str = "", hint: str = "", more: tuple[str, ...] = ()
+        self,
+        what: str,
+        *,
+        where: str = "",
+        hint: str = "",
+        more: tuple[str, ...] = (),
+        run_dir: str | None = None,
     ) -> None:
         self.what = what
         self.where = where
         self.hint = hint
         self.more = more
+        self.run_dir = run_dir
         super().__init__(self.line())
 
     def line(self) -> str:
@@ -181,6 +193,12 @@ class PreflightRefused(ClusterError):
 
 class ImageError(ClusterError):
     exit_code = ExitCode.IMAGE_FAILED
+
+
+class WeightsError(ClusterError):
+    """A model's weights did not reach every node whole (`cluster weights`)."""
+
+    exit_code = ExitCode.WEIGHTS_FAILED
 
 
 class BootFailed(ClusterError):

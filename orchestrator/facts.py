@@ -16,12 +16,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.fanout import settle
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.base import Probe
 from orchestrator.probes.clock import CLOCK, ClockSample
-from orchestrator.probes.containers import CONTAINERS, RunningContainer
+from orchestrator.probes.containers import RunningContainer, containers_probe
 from orchestrator.probes.disk import DiskUsage, WeightsDir, df_probe, weights_probe
 from orchestrator.probes.gpu import NVIDIA_SMI, GpuInfo
 from orchestrator.probes.host import HOST, HostInfo
@@ -30,9 +31,10 @@ from orchestrator.probes.interfaces import IP_ADDR, Interface, find_interface
 from orchestrator.probes.meminfo import MEMINFO, MemInfo
 from orchestrator.probes.peers import PeerResult, peers_probe
 from orchestrator.probes.rdma import RDMA, RdmaInfo
-from orchestrator.probes.runtime import DOCKER_INFO, DockerInfo
+from orchestrator.probes.runtime import DockerInfo, docker_info_probe
 from orchestrator.probes.sockets import LISTENING, ListeningSocket
 from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.weights.copy_probe import CopyFacts, copy_probe
 
 T = TypeVar("T")
 
@@ -61,6 +63,7 @@ class NodeFacts(BaseModel):
     listening: tuple[ListeningSocket, ...] | None = None
     disks: tuple[DiskUsage, ...] | None = None
     weights: WeightsDir | None = None
+    weights_copy: CopyFacts | None = None
     image: ImageFacts | None = None
     clock: ClockSample | None = None
     peers: tuple[PeerResult, ...] | None = None
@@ -122,14 +125,19 @@ async def gather_node_facts(
         "listening": lambda: _ask(transport, LISTENING, timeout),
     }
     if request.docker:
-        jobs["docker"] = lambda: _ask(transport, DOCKER_INFO, timeout)
-        jobs["containers"] = lambda: _ask(transport, CONTAINERS, timeout)
+        docker = DockerCli.of(node)
+        jobs["docker"] = lambda: _ask(transport, docker_info_probe(docker), timeout)
+        jobs["containers"] = lambda: _ask(transport, containers_probe(docker), timeout)
         if request.image:
             jobs["image"] = lambda: _ask(
-                transport, image_inspect_probe(request.image or ""), timeout
+                transport, image_inspect_probe(request.image or "", docker), timeout
             )
     if request.weights_dir:
         jobs["weights"] = lambda: _ask(transport, weights_probe(request.weights_dir or ""), timeout)
+        # What `cluster weights` staged there (manifest, complete or not): the copies must agree.
+        jobs["weights_copy"] = lambda: _ask(
+            transport, copy_probe(request.weights_dir or ""), timeout
+        )
     if request.clock:
         jobs["clock"] = lambda: _clock(transport, timeout)
     targets = tuple(peer_target(p) for p in peers if p.name != node.name)

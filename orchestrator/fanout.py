@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from orchestrator.models.inventory import Node
+from orchestrator.transport.base import DEFAULT_FANOUT
 
 T = TypeVar("T")
 
@@ -32,7 +33,7 @@ class NodeOutcome(Generic[T]):
 async def settle(
     nodes: Iterable[Node],
     fn: Callable[[Node], Awaitable[T]],
-    limit: int = 16,
+    limit: int = DEFAULT_FANOUT,
 ) -> list[NodeOutcome[T]]:
     """Run `fn(node)` for every node, at most `limit` at a time; outcomes in the nodes' order.
 

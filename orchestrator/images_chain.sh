@@ -17,6 +17,10 @@
 #            can this node open an SSH session on the next one (keys, host keys, route)?
 #   cleanup  TAG NAME
 #            stop what an earlier run of TAG left on this node (found by its pid file).
+#   wchain / wsource: the same as chain / source for a model's weights (orchestrator/weights/):
+#            IMAGE is the push's JSON spec and one more argument, PROG, follows it: the node
+#            program (Python) that writes the files (`recv`) or reads them (`send`) in place of
+#            `docker load` / `docker save`. Everything else (tee -p, hops, words) is shared.
 #
 # A QUINT is five arguments: NAME USER HOST PORT DOCKER_HOST ('-' for the default daemon).
 # COMPRESS is zstd or none; CT the SSH connect timeout; AI/AC ServerAliveInterval/CountMax;
@@ -30,6 +34,13 @@ set -u
 self=$1
 mode=$2
 shift 2
+kind=image
+case $mode in
+    wchain | wsource)
+        kind=weights
+        mode=${mode#w}
+        ;;
+esac
 
 P=@@cluster-image
 
@@ -89,6 +100,11 @@ ac=$5
 kh=$6
 image=$7
 shift 7
+prog=-
+if [ "$kind" = weights ]; then
+    prog=$1
+    shift
+fi
 me=$1
 medh=$5
 shift 5
@@ -148,8 +164,11 @@ hop_ssh() { # HOST PORT USER REMOTE_COMMAND
 
 # The command that runs this script in `chain` mode on the next node, for the quints "$@".
 chain_cmd() {
-    c="sh -c $(q "$self") cluster-image $(q "$self") chain $(q "$tag") $(q "$compress")"
+    w=
+    [ "$kind" = weights ] && w=w
+    c="sh -c $(q "$self") cluster-image $(q "$self") ${w}chain $(q "$tag") $(q "$compress")"
     c="$c $(q "$ct") $(q "$ai") $(q "$ac") $(q "$kh") $(q "$image")"
+    [ "$kind" = weights ] && c="$c $(q "$prog")"
     for a in "$@"; do
         c="$c $(q "$a")"
     done
@@ -176,6 +195,24 @@ report_progress() { # EVENT PID [RAW_PID]
     done
 }
 
+# What a source node sends, and what a receiving node does with it: an image's `docker save`
+# and `docker load`, or the weights' node program reading and writing files.
+payload_out() {
+    if [ "$kind" = weights ]; then
+        python3 -c "$prog" send "$image" "$me"
+    else
+        docker save "$image"
+    fi
+}
+
+payload_in() {
+    if [ "$kind" = weights ]; then
+        python3 -c "$prog" recv "$image" "$tag" "$me"
+    else
+        docker load
+    fi
+}
+
 counted() { # FILE: the byte count dd wrote there when it finished
     sed -n 's/^\([0-9][0-9]*\) bytes.*/\1/p' "$1" 2>/dev/null | tail -n 1
 }
@@ -200,7 +237,7 @@ if [ "$mode" = source ]; then
         raw_pid=$!
         report_progress sending "$cnt_pid" "$raw_pid" &
         rep_pid=$!
-        { docker save "$image" 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
+        { payload_out 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
             $TEE "$d/raw" | zstd -1 -T0 -q -c | $TEE "$d/cnt" |
             hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
         hop_rc=$?
@@ -208,7 +245,7 @@ if [ "$mode" = source ]; then
     else
         report_progress sending "$cnt_pid" &
         rep_pid=$!
-        { docker save "$image" 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
+        { payload_out 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
             $TEE "$d/cnt" | hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
         hop_rc=$?
     fi
@@ -239,9 +276,9 @@ rep_pid=$!
 # the next node. `Error unpacking image` is a failure even when docker load exits 0.
 (
     if [ "$compress" = zstd ]; then
-        { zstd -dcq <"$d/load"; echo $? >"$d/unzip.rc"; } | docker load >"$d/load.out" 2>&1
+        { zstd -dcq <"$d/load"; echo $? >"$d/unzip.rc"; } | payload_in >"$d/load.out" 2>&1
     else
-        docker load <"$d/load" >"$d/load.out" 2>&1
+        payload_in <"$d/load" >"$d/load.out" 2>&1
     fi
     rc=$?
     say_lines loadout "$me" "$d/load.out"

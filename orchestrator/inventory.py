@@ -97,6 +97,14 @@ def load_inventory(path: str | Path) -> Inventory:
     if problems:
         raise InventoryError(problems[0], more=tuple(problems[1:]))
     assert cluster_vars is not None
+    known_hosts = _resolve(base, cluster_vars.cluster_known_hosts)
+    if known_hosts is not None and (why := _not_known_hosts(known_hosts)):
+        raise InventoryError(
+            f"key 'cluster_known_hosts': {known_hosts} {why}",
+            where=where,
+            hint="name an OpenSSH known_hosts file (it may not exist yet with "
+            "--accept-new-host-keys)",
+        )
     digest = hashlib.sha256(raw_bytes)
     for vars_file in walk.files_read:  # group_vars/, host_vars/: part of what the nodes are
         digest.update(str(vars_file.relative_to(base)).encode() + b"\0" + vars_file.read_bytes())
@@ -105,10 +113,33 @@ def load_inventory(path: str | Path) -> Inventory:
         sha256=digest.hexdigest(),
         name=cluster_vars.cluster_name,
         connection=cluster_vars.cluster_connection,
-        known_hosts=_resolve(base, cluster_vars.cluster_known_hosts),
+        known_hosts=known_hosts,
         runs_dir=_resolve(base, cluster_vars.cluster_runs_dir),
+        weights_root=cluster_vars.cluster_weights_root,
         nodes=tuple(sorted(nodes, key=lambda n: n.rank)),
     )
+
+
+def _not_known_hosts(path: Path) -> str | None:
+    """Why `path` cannot be a known_hosts file, else None. A configuration mistake is exit 2
+    before any node is asked, not every node's failure (exit 3)."""
+    if path.is_dir():
+        return "is a directory, not a known_hosts file"
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(65536)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if b"\0" in head:
+        return "is a binary file, not a known_hosts file"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not a character cut at the end of the sample
+            return "is not text, not a known_hosts file"
+    return None
 
 
 def _read_inventory_file(path: Path) -> bytes:

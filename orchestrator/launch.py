@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe, render
 from orchestrator.redact import is_secret_name
@@ -111,11 +112,6 @@ class LaunchPlan(BaseModel):
         return next(r for r in self.ranks if r.rank == rank)
 
 
-def docker_base(node: Node) -> list[str]:
-    """`docker`, aimed at the node's daemon when the inventory names one (`docker_host`)."""
-    return ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
-
-
 def container_options(recipe: Recipe) -> list[str]:
     """The recipe's `docker` section as `docker run` flags, in a fixed order."""
     d = recipe.docker
@@ -159,7 +155,7 @@ def docker_run_argv(
     Never `--rm` (the recipe refuses it in `extra`, and nothing here adds it)."""
     if not argv:
         raise PlanError("a container needs a program: argv is empty")
-    out = [*docker_base(node), "run", "--detach", "--name", name]
+    out = [*DockerCli.of(node).base, "run", "--detach", "--name", name]
     for key, value in labels.items():
         out += ["--label", f"{key}={value}"]
     out += list(options)

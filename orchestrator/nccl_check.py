@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
 from orchestrator.facts import (
     FactsRequest,
@@ -44,11 +45,11 @@ from orchestrator.launch import (
     add_hosts,
     container_name,
     container_options,
-    docker_base,
     docker_run_argv,
     with_secret_env,
 )
 from orchestrator.logtail import readable_tail
+from orchestrator.models.events import NcclCheck
 from orchestrator.models.inventory import Inventory
 from orchestrator.models.recipe import Recipe, render
 from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
@@ -382,20 +383,19 @@ async def _start(transport: Transport, launch: RankLaunch) -> str | None:
     return (result.stderr.strip() or result.stdout.strip() or f"exit {result.exit_status}")[-2000:]
 
 
-async def _wait(
-    transport: Transport, base: list[str], name: str, timeout_s: float
-) -> tuple[bool, int | None]:
+async def _wait(transport: Transport, name: str, timeout_s: float) -> tuple[bool, int | None]:
+    docker = DockerCli.of(transport.node)
     try:
-        result = await transport.run([*base, "wait", name], timeout_s=timeout_s)
+        result = await transport.run(docker("wait", name), timeout_s=timeout_s)
     except CommandTimeout:
-        await transport.run([*base, "kill", name], timeout_s=30)
+        await transport.run(docker("kill", name), timeout_s=30)
         return False, None
     text = result.stdout.strip()
     return True, int(text) if result.ok and text.lstrip("-").isdigit() else None
 
 
-async def _logs(transport: Transport, base: list[str], name: str) -> list[str]:
-    result = await transport.run([*base, "logs", "--timestamps", name], timeout_s=60)
+async def _logs(transport: Transport, name: str) -> list[str]:
+    result = await transport.run(DockerCli.of(transport.node).logs(name), timeout_s=60)
     return merge_timestamped(result.stdout, result.stderr)
 
 
@@ -436,12 +436,11 @@ async def run_nccl_check(
                 f"nccl-check cannot plan the ranks: {exc}",
                 hint="`cluster preflight` names every problem with its fix",
             ) from exc
-        by_node = {n.name: n for n in inventory.nodes}
         starts = await asyncio.gather(*(_start(transports[x.node], x) for x in launches))
         deadline = options.timeout_s + options.startup_s
         waits: list[tuple[bool, int | None]] = await asyncio.gather(
             *(
-                _wait(transports[x.node], docker_base(by_node[x.node]), x.container, deadline)
+                _wait(transports[x.node], x.container, deadline)
                 if err is None
                 else _done(False, None)
                 for x, err in zip(launches, starts, strict=True)
@@ -449,9 +448,7 @@ async def run_nccl_check(
         )
         logs = await asyncio.gather(
             *(
-                _logs(transports[x.node], docker_base(by_node[x.node]), x.container)
-                if err is None
-                else _lines([])
+                _logs(transports[x.node], x.container) if err is None else _lines([])
                 for x, err in zip(launches, starts, strict=True)
             ),
             return_exceptions=True,
@@ -460,7 +457,8 @@ async def run_nccl_check(
             await asyncio.gather(
                 *(
                     transports[x.node].run(
-                        [*docker_base(by_node[x.node]), "rm", "-f", x.container], timeout_s=60
+                        DockerCli.of(transports[x.node].node).rm(x.container, force=True),
+                        timeout_s=60,
                     )
                     for x in launches
                 ),
@@ -521,10 +519,9 @@ def write_nccl_check(
         if isinstance(lines, list):
             run.write_text(f"rank-{rank}/nccl-check.log", "\n".join(lines) + "\n")
     run.append_event(
-        {
-            "kind": "nccl_check",
-            "ok": report.ok,
-            "culprits": [r.rank for r in report.culprits()],
-            "elapsed_s": report.elapsed_s,
-        }
+        NcclCheck(
+            ok=report.ok,
+            culprits=tuple(r.rank for r in report.culprits()),
+            elapsed_s=report.elapsed_s,
+        )
     )

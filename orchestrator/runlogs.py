@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.dialects.timestamps import line_timestamp_ns, timestamp_ns
+from orchestrator.errors import RunStoreError
 from orchestrator.runstore import Run, RunStore
 from orchestrator.supervisor.follower import split_lines
 
@@ -26,6 +28,7 @@ class RunSummary(BaseModel):
     outcome: str | None
     duration_s: float | None
     supervisor_alive: bool
+    problem: str | None = None  # why the run's files could not be read, when they could not
 
 
 def run_started(run: Run) -> datetime:
@@ -33,6 +36,24 @@ def run_started(run: Run) -> datetime:
 
 
 def summarize(run: Run) -> RunSummary:
+    """What the run's files say; a run whose files do not read is still listed, with why."""
+    try:
+        return _summarize(run)
+    except (RunStoreError, OSError, ValueError, AttributeError, TypeError) as exc:
+        why = exc.line() if isinstance(exc, RunStoreError) else f"{type(exc).__name__}: {exc}"
+        return RunSummary(
+            run_id=run.id,
+            dir=str(run.dir),
+            recipe=None,
+            started=run_started(run).isoformat(),
+            outcome=None,
+            duration_s=None,
+            supervisor_alive=False,
+            problem=why[:200],
+        )
+
+
+def _summarize(run: Run) -> RunSummary:
     manifest: dict[str, Any] = {}
     if run.manifest_path.exists():
         manifest = run.read_manifest()
@@ -40,8 +61,6 @@ def summarize(run: Run) -> RunSummary:
     verdict_file = run.dir / "verdict.json"
     outcome = None
     if verdict_file.exists():
-        import json
-
         outcome = json.loads(verdict_file.read_text()).get("outcome")
     outcome = outcome or status.get("outcome")
     started = run_started(run)

@@ -27,9 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import RunLocked, RunStoreError
+from orchestrator.models.events import RECORD, Record
 from orchestrator.paths import state_dir
 from orchestrator.redact import REDACTED, is_secret_name, redact
 
@@ -104,26 +105,25 @@ class Run:
     def read_manifest(self) -> dict[str, Any]:
         return _read_json(self.manifest_path)
 
-    def append_event(self, event: Mapping[str, Any] | BaseModel) -> None:
-        """One JSON line, appended with a single write so concurrent readers see whole lines."""
-        record = redact(event)
-        if isinstance(record, dict):
-            record.setdefault("ts", datetime.now(UTC).isoformat())
-        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
+    def append_event(self, event: Record) -> None:
+        """One record (models/events.py) as one JSON line, appended with a single write so
+        concurrent readers see whole lines."""
+        line = json.dumps(redact(event), default=str, separators=(",", ":")) + "\n"
         fd = os.open(self.events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))
         finally:
             os.close(fd)
 
-    def events(self) -> Iterator[dict[str, Any]]:
-        """Replay events; a torn last line (a crash mid-write) is skipped, not fatal."""
+    def events(self) -> Iterator[Record]:
+        """Replay the records. A torn last line (a crash mid-write) is skipped, not fatal, and
+        so is a line no record of this version describes (a newer version's kind)."""
         if not self.events_path.exists():
             return
         with self.events_path.open(encoding="utf-8") as fh:
             for line in fh:
-                with contextlib.suppress(json.JSONDecodeError):
-                    yield json.loads(line)
+                with contextlib.suppress(ValidationError):
+                    yield RECORD.validate_json(line)
 
     def write_status(self, status: Mapping[str, Any] | BaseModel) -> None:
         atomic_write_text(self.status_path, _json(status))
@@ -228,6 +228,22 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+RUN_FILES = ("manifest.json", "events.jsonl", "status.json", "verdict.json", "preflight.json")
+
+
+def looks_like_run(path: Path) -> bool:
+    """A folder `cluster` wrote a run into (or a copy of one), not any folder (`--run /etc`)."""
+    if any((path / name).is_file() for name in RUN_FILES):
+        return True
+    try:
+        return any(
+            p.name.startswith("rank-") and p.name[5:].isdigit() and p.is_dir()
+            for p in path.iterdir()
+        )
+    except OSError:
+        return False
+
+
 class RunStore:
     """All runs under one folder."""
 
@@ -256,6 +272,13 @@ class RunStore:
                 f"no run {ref}",
                 where=str(self.root),
                 hint="`cluster runs` lists the runs; a copied run can be given by its path",
+            )
+        named_here = RUN_ID_RE.match(path.name) and path.resolve().parent == self.root.resolve()
+        if not (named_here or looks_like_run(path)):
+            raise RunStoreError(
+                "not a run directory (no manifest.json, events.jsonl, status.json or rank-N/)",
+                where=str(path),
+                hint="`cluster runs` lists the runs; --logs FILE... reads loose log files",
             )
         return Run(path.name, path)
 

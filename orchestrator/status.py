@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
+from orchestrator.models.events import Stopped
 from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, Sample
 from orchestrator.runctx import RunContext, read_json, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
@@ -87,12 +88,7 @@ def _probe(url: str) -> float | None:
 
 def _stopped_at(ctx: RunContext) -> float | None:
     """When `cluster stop` first began on this run (its event), or None."""
-    began = [
-        float(ev.get("began") or ev.get("ts") or 0)
-        for ev in ctx.run.events()
-        if ev.get("kind") == "stopped"
-    ]
-    return min((t for t in began if t > 0), default=None)
+    return min((ev.began for ev in ctx.run.events() if isinstance(ev, Stopped)), default=None)
 
 
 async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LABEL_RUN
+from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.runctx import RunContext
-from orchestrator.runstore import Run, RunStore
+from orchestrator.runstore import RUN_ID_RE, Run, RunStore
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
+from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.status import runtime_for
+from orchestrator.terminal import harmless
 from orchestrator.transport import ConnectOptions, Transport
 
 
@@ -40,6 +45,13 @@ async def save_rank(run: Run, spec: RankSpec, runtime: Runtime) -> None:
     run.write_json(f"rank-{spec.rank}/inspect.json", await runtime.inspect(spec))
     state = await runtime.state(spec)
     run.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
+
+
+async def stop_and_remove(run: Run, spec: RankSpec, runtime: Runtime) -> None:
+    """Stop a rank whose log is saved, save again (its last words and its exit state), remove."""
+    await runtime.stop(spec)
+    await save_rank(run, spec, runtime)
+    await runtime.stop(spec, remove=True)
 
 
 async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> StopReport:
@@ -64,10 +76,7 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
             )
             return  # never remove what we could not save
         try:
-            await runtime.stop(spec)
-            # Again once it has stopped: its last words and its exit state, before removal.
-            await save_rank(ctx.run, spec, runtime)
-            await runtime.stop(spec, remove=True)
+            await stop_and_remove(ctx.run, spec, runtime)
             report.removed.append(spec.name)
         except ClusterError as exc:
             report.problems.append(f"rank {spec.rank} ({spec.node.name}): {exc.line()}")
@@ -77,13 +86,12 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
     finally:
         await close_transports(transports)
     ctx.run.append_event(
-        {
-            "kind": "stopped",
-            "began": began,
-            "saved": sorted(report.saved),
-            "removed": sorted(report.removed),
-            "gone": sorted(report.gone),
-        }
+        Stopped(
+            began=began,
+            saved=tuple(sorted(report.saved)),
+            removed=tuple(sorted(report.removed)),
+            gone=tuple(sorted(report.gone)),
+        )
     )
     return report
 
@@ -101,13 +109,16 @@ class Leftover:
 
 
 async def _list_leftovers(
-    inventory: Inventory, transports: Mapping[str, Transport]
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    problems: list[str] | None = None,
 ) -> list[Leftover]:
+    """Every node's leftovers; a node that could not be asked is a line in `problems`."""
+    problems = [] if problems is None else problems
+
     async def one(node_name: str) -> list[Leftover]:
-        node = inventory.node(node_name)
-        base = ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
         result = await transports[node_name].run(
-            [*base, "ps", "-a", "--filter", f"label={LABEL_RUN}", "--format", "{{json .}}"],
+            DockerCli.of(inventory.node(node_name)).ps_labelled(LABEL_RUN),
             timeout_s=30,
             check=True,
         )
@@ -130,9 +141,15 @@ async def _list_leftovers(
 
     results = await asyncio.gather(*(one(n.name) for n in inventory.nodes), return_exceptions=True)
     out: list[Leftover] = []
-    for r in results:
+    for node, r in zip(inventory.nodes, results, strict=True):
         if isinstance(r, list):
             out += r
+        elif isinstance(r, ClusterError):
+            problems.append(f"{node.name}: not asked: {r.line()}")
+        elif isinstance(r, ValueError | KeyError):  # not docker's JSON: say so, keep going
+            problems.append(f"{node.name}: `docker ps` output did not parse: {r}")
+        elif isinstance(r, BaseException):
+            raise r
     return out
 
 
@@ -168,26 +185,47 @@ def _process_leftovers(inventory: Inventory) -> list[Leftover]:
 
 
 async def find_leftovers(
-    inventory: Inventory, older_than: timedelta, options: ConnectOptions | None = None
+    inventory: Inventory,
+    older_than: timedelta,
+    options: ConnectOptions | None = None,
+    problems: list[str] | None = None,
 ) -> list[Leftover]:
+    """Containers (or simulated ranks) of earlier runs, at least `older_than` old. A node that
+    could not be asked, or a container whose labels are not ours, is a line in `problems`."""
+    problems = [] if problems is None else problems
     if inventory.connection is Connection.local:
         found = _process_leftovers(inventory)
     else:
         transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
         try:
-            found = await _list_leftovers(inventory, transports)
+            found = await _list_leftovers(inventory, transports, problems)
         finally:
             await close_transports(transports)
     now = datetime.now(UTC)
-    return [f for f in found if _parses(f.run_id) and run_age(f.run_id, now) >= older_than]
+    valid = []
+    for f in found:
+        if why := _invalid(f):
+            problems.append(f"{f.node}: ignored {harmless(f.container)}: {why}")
+        elif run_age(f.run_id, now) >= older_than:
+            valid.append(f)
+    return valid
 
 
-def _parses(run_id: str) -> bool:
-    try:
-        run_age(run_id, datetime.now(UTC))
-    except ValueError:
-        return False
-    return True
+_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+
+
+def _invalid(item: Leftover) -> str | None:
+    """Why a value read back from a node may not name a path or a container, else None.
+
+    Labels are whatever the node says: `cluster.run=…/../../x` must never become a folder
+    under the run store, nor a rank a file name."""
+    if not RUN_ID_RE.match(item.run_id):
+        return f"label {LABEL_RUN}={item.run_id!r} is not a run id"
+    if not item.rank.isdigit() or len(item.rank) > 6:
+        return f"label cluster.rank={item.rank!r} is not a rank"
+    if not _CONTAINER_NAME.match(item.container):
+        return "not a container name"
+    return None
 
 
 async def prune(
@@ -201,36 +239,26 @@ async def prune(
     if inventory.connection is Connection.local:
         return await _prune_processes(inventory, leftovers, store)
     transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
-    done: list[str] = []
     try:
-        for item in leftovers:
-            node = inventory.node(item.node)
-            base = ["docker", "--host", node.docker_host] if node.docker_host else ["docker"]
-            t = transports[item.node]
-            run_dir = store.root / item.run_id
-            run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            run = Run(item.run_id, run_dir)
-            try:
-                logs = await t.run([*base, "logs", "--timestamps", item.container], timeout_s=300)
-                run.write_text(f"rank-{item.rank}/full-stdout.log", logs.stdout)
-                run.write_text(f"rank-{item.rank}/full-stderr.log", logs.stderr)
-                insp = await t.run([*base, "inspect", item.container], timeout_s=30, check=True)
-                run.write_json(f"rank-{item.rank}/inspect.json", json.loads(insp.stdout))
-                await t.run([*base, "rm", "-f", item.container], timeout_s=60, check=True)
-                done.append(f"{item.node}: removed {item.container} (run {item.run_id})")
-            except ClusterError as exc:
-                done.append(f"{item.node}: kept {item.container}: {exc.line()}")
+        return await _prune_with(DockerRuntime(transports), inventory, leftovers, store)
     finally:
         await close_transports(transports)
-    return done
 
 
 async def _prune_processes(
     inventory: Inventory, leftovers: list[Leftover], store: RunStore
 ) -> list[str]:
-    runtime = ProcessRuntime()
-    done = []
-    for item in leftovers:
+    return await _prune_with(ProcessRuntime(), inventory, leftovers, store)
+
+
+async def _prune_with(
+    runtime: Runtime, inventory: Inventory, leftovers: list[Leftover], store: RunStore
+) -> list[str]:
+    """Every leftover at once, through the runtime that runs ranks, as `stop` does: saved,
+    stopped, saved again, removed. One that could not be saved is kept. One line per leftover,
+    in the order given."""
+
+    async def one(item: Leftover) -> str:
         spec = RankSpec(
             rank=int(item.rank) if item.rank.isdigit() else 0,
             node=inventory.node(item.node),
@@ -239,7 +267,12 @@ async def _prune_processes(
         )
         run_dir = store.root / item.run_id
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        await save_rank(Run(item.run_id, run_dir), spec, runtime)
-        await runtime.stop(spec, remove=True)
-        done.append(f"{item.node}: removed {item.container} (run {item.run_id})")
-    return done
+        run = Run(item.run_id, run_dir)
+        try:
+            await save_rank(run, spec, runtime)
+            await stop_and_remove(run, spec, runtime)
+        except ClusterError as exc:
+            return f"{item.node}: kept {item.container}: {exc.line()}"
+        return f"{item.node}: removed {item.container} (run {item.run_id})"
+
+    return list(await asyncio.gather(*(one(item) for item in leftovers)))

@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.cli.runs import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
-from orchestrator.runstore import RunStore
+from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DEPTHS,
@@ -36,7 +37,10 @@ def _join(values: tuple[int, ...]) -> str:
 
 def bench(
     run: Annotated[
-        str | None, typer.Argument(help="run id or run directory (default: the newest run)")
+        str | None,
+        typer.Argument(
+            help="run id or run directory (default: the newest run)", autocompletion=complete_run
+        ),
     ] = None,
     inventory: InventoryOpt = None,
     prompt_tokens: Annotated[
@@ -126,6 +130,7 @@ def bench(
         from orchestrator.serving_bench.runs import PLOT_FILE
 
         plot_path = save_plot(report, r.dir / PLOT_FILE)
+        _refresh_metrics(r)
     if json_out:
         print_json(report)
     else:
@@ -140,7 +145,7 @@ def bench(
         raise BootFailed(
             f"the smoke request failed: {report.smoke.problem}",
             where=f"run {r.id}",
-            hint=f"what came back is in {r.dir / 'smoke.json'}",
+            hint=f"what came back is in {r.dir / 'smoke.json'} and smoke-response.txt",
         )
     failed = [lv for lv in report.levels if lv.errors]
     if failed:
@@ -152,6 +157,17 @@ def bench(
             where=f"run {r.id}",
             hint="the table shows each level's errors",
         )
+
+
+def _refresh_metrics(run: Run) -> None:
+    """metrics.prom gains the bench's results (with the run's last supervised view: the
+    supervisor that wrote it ended at READY, and the bench asks no node)."""
+    from orchestrator.supervisor.metrics import write_metrics
+    from orchestrator.supervisor.view import BootView
+
+    status = run.read_status()
+    if status is not None:
+        write_metrics(run, BootView.model_validate(status))
 
 
 def _compare(store: RunStore, refs: tuple[str, str], json_out: bool) -> None:

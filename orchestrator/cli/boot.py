@@ -17,9 +17,10 @@ from rich.live import Live
 from rich.text import Text
 
 from orchestrator.boot import BootOptions, BootResult, boot
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, open_inventory
 from orchestrator.cli.output import console, err_console, live_terminal, print_json
-from orchestrator.errors import BootFailed, ExitCode
+from orchestrator.errors import BootFailed, ClusterError, ExitCode
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.report import render_rich
 from orchestrator.runstore import Run
@@ -88,7 +89,12 @@ def print_outcome(result: BootResult, *, wide: bool = False) -> None:
 
 
 def boot_cmd(
-    recipe: Annotated[str, typer.Argument(help="recipe name (`cluster recipes list`) or path")],
+    recipe: Annotated[
+        str,
+        typer.Argument(
+            help="recipe name (`cluster recipes list`) or path", autocompletion=complete_recipe
+        ),
+    ],
     inventory: InventoryOpt = None,
     scale: Annotated[
         str,
@@ -209,9 +215,9 @@ def boot_cmd(
             where = f" — the ranks keep running; run directory {runs[0].dir}" if runs else ""
             err_console.print(f"interrupted{where}; `cluster status` shows them")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-        except BaseException as exc:
-            if runs and not hasattr(exc, "run_dir"):
-                exc.run_dir = str(runs[0].dir)  # type: ignore[attr-defined]
+        except ClusterError as exc:
+            if runs and exc.run_dir is None:
+                exc.run_dir = str(runs[0].dir)
             raise
     result.last_view = ui.last
     if json_out:
@@ -225,9 +231,9 @@ def boot_cmd(
             f"{outcome.value}: {result.verdict.message}",
             where=f"run {result.run.id}",
             hint=f"`cluster postmortem {result.run.id}` for the full diagnosis",
+            run_dir=str(result.run.dir),
         )
         err.exit_code = outcome.exit_code
-        err.run_dir = str(result.run.dir)  # type: ignore[attr-defined]
         raise err
 
 

@@ -10,10 +10,12 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.output import (
+    RICH_TABLE_MAX_ROWS,
     console,
     err_console,
     harmless,
     plain,
+    print_columns,
     print_json,
     styled,
 )
@@ -21,6 +23,7 @@ from orchestrator.errors import UnhealthyCluster
 from orchestrator.inventory import load_inventory, resolve_inventory_path
 from orchestrator.models.inventory import Inventory
 from orchestrator.transport import ConnectOptions
+from orchestrator.transport.base import DEFAULT_FANOUT, MAX_FANOUT
 
 if TYPE_CHECKING:
     from orchestrator.check import CheckReport, NodeCheck
@@ -38,6 +41,13 @@ InventoryOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
+FanoutOpt = Annotated[
+    int,
+    typer.Option(
+        "--fanout",
+        help=f"nodes asked at once (1-{MAX_FANOUT}); the rest wait their turn",
+    ),
+]
 
 
 def open_inventory(path: str | None, *, quiet: bool = False) -> Inventory:
@@ -107,14 +117,22 @@ def check(
         ),
     ] = False,
     connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake")
+        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake (> 0)")
     ] = 10.0,
+    fanout: FanoutOpt = DEFAULT_FANOUT,
 ) -> None:
     """Connect to every node in parallel; a row per node. Exit 0 only when all are healthy."""
-    inv = open_inventory(inventory, quiet=json_out)
     options = ConnectOptions(
-        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys
+        connect_timeout_s=connect_timeout,
+        accept_new_host_keys=accept_new_host_keys,
+        fanout=fanout,
     )
+    inv = open_inventory(inventory, quiet=json_out)
+    if len(inv.nodes) > fanout and not json_out:
+        err_console.print(
+            styled("dim", "", f"asking {len(inv.nodes)} nodes, {fanout} at a time (--fanout)"),
+            soft_wrap=True,
+        )
     from orchestrator.check import check_inventory  # its probes: only this command needs them
 
     report = asyncio.run(check_inventory(inv, options))
@@ -132,8 +150,9 @@ def check(
                 )
     if not report.healthy:
         bad = [f"{r.node} ({r.reason or 'unhealthy'})" for r in report.nodes if not r.healthy]
+        named = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
         raise UnhealthyCluster(
-            f"{len(bad)} of {len(report.nodes)} nodes unhealthy: {', '.join(bad)}",
+            f"{len(bad)} of {len(report.nodes)} nodes unhealthy: {named}",
             where=str(inv.path),
             hint="fix the nodes named above and run the check again",
         )
@@ -159,20 +178,27 @@ def show(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(inventory_view(inv))
         return
-    table = Table(
-        title=plain(f"{inv.name} ({inv.connection.value}): {inv.path}"), title_justify="left"
-    )
-    for col in ("rank", "node", "address", "user", "fabric", "mgmt", "ib_hca", "docker_host"):
-        table.add_column(col)
-    for n in inv.nodes:
-        table.add_row(
+    title = f"{inv.name} ({inv.connection.value}): {inv.path}"
+    headers = ("rank", "node", "address", "user", "fabric", "mgmt", "ib_hca", "docker_host")
+    rows = [
+        (
             str(n.rank),
-            plain(n.name),
-            plain(f"{n.address}:{n.port}"),
-            plain(n.user),
-            plain(n.fabric_iface),
-            plain(n.mgmt_iface or "-"),
-            plain(",".join(n.ib_hca) or "-"),
-            plain(n.docker_host or "-"),
+            n.name,
+            f"{n.address}:{n.port}",
+            n.user,
+            n.fabric_iface,
+            n.mgmt_iface or "-",
+            ",".join(n.ib_hca) or "-",
+            n.docker_host or "-",
         )
+        for n in inv.nodes
+    ]
+    if len(rows) > RICH_TABLE_MAX_ROWS:
+        print_columns(title, headers, rows)
+        return
+    table = Table(title=plain(title), title_justify="left")
+    for col in headers:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(plain(c) for c in row))
     console.print(table)

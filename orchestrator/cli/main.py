@@ -108,6 +108,12 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         True,
         "Distribute the serving image to every node and probe that each can run it.",
     ),
+    "weights": (
+        "weights",
+        "app",
+        True,
+        "Stage a model's weights on every node's own disk, verified, node to node.",
+    ),
     "recipes": (
         "recipes",
         "app",
@@ -177,6 +183,9 @@ def build_app(argv: list[str]) -> TyperGroup:
     )
     app.callback()(_root)
     group = typer.main.get_group(app)
+    # typer's --install-completion / --show-completion (orchestrator/cli/complete.py completes
+    # recipe names and run ids; typer completes commands and options).
+    group.params += list(typer.main.get_install_completion_arguments())
     wanted = command_named(argv)
     for name, (*_where, summary) in COMMANDS.items():
         group.add_command(load_command(name) if name == wanted else _Listed(name, summary), name)
@@ -238,9 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         # Error lines carry user text (paths, host and recipe names, log lines): never markup.
         for line in exc.lines():
             err_console.print(styled("bold red", "error: ", _short(line, 2000)), soft_wrap=True)
-        run_dir = getattr(exc, "run_dir", None)
-        if run_dir:
-            err_console.print(plain(f"run directory: {run_dir}"), soft_wrap=True)
+        if exc.run_dir:
+            err_console.print(plain(f"run directory: {exc.run_dir}"), soft_wrap=True)
         code = int(exc.exit_code)
     except typer.Exit as exc:
         code = exc.exit_code

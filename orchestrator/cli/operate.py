@@ -5,18 +5,29 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 from rich.live import Live
 from rich.text import Text
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, live_terminal, print_json
+from orchestrator.cli.output import (
+    console,
+    err_console,
+    live_terminal,
+    plain,
+    print_json,
+    styled,
+)
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
-from orchestrator.errors import BootFailed, ConfigError
+from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
+from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
@@ -24,6 +35,13 @@ from orchestrator.status import current_view
 from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.table import BootTable
 from orchestrator.wording import plural
+
+
+class StatusFormat(StrEnum):
+    table = "table"
+    json = "json"
+    prometheus = "prometheus"
+
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="do not ask")]
 
@@ -35,10 +53,19 @@ def status(
         bool, typer.Option("--watch", "-w", help="refresh in place until Ctrl-C")
     ] = False,
     json_out: JsonOpt = False,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between refreshes")] = 2.0,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="seconds between refreshes (at least 0.2)", min=0.2),
+    ] = 2.0,
     wide: Annotated[
         bool, typer.Option("--wide", help="every column of the table, however wide")
     ] = False,
+    output: Annotated[
+        StatusFormat,
+        typer.Option(
+            "--format", help="table, json (as --json), or prometheus (metrics.prom's text)"
+        ),
+    ] = StatusFormat.table,
 ) -> None:
     """One row per rank: phase, load, ETA, rate, memory, barrier slack, fitted to the terminal.
 
@@ -48,7 +75,8 @@ def status(
     From the running supervisor's status.json when one is alive, else derived live from the
     nodes (the table's title says which)."""
     picked = pick_run(store_for(inventory), run)
-    if not json_out and (early := not_started(picked)) is not None:
+    table = not json_out and output is StatusFormat.table
+    if table and (early := not_started(picked)) is not None:
         if not watch:
             console.print(early, markup=False)
             return
@@ -60,17 +88,22 @@ def status(
             except KeyboardInterrupt:
                 return
     ctx = load_context(picked)
-    if json_out:
+    if output is StatusFormat.prometheus:
+        from orchestrator.supervisor.metrics import run_metrics
+
+        sys.stdout.write(run_metrics(ctx.run, asyncio.run(current_view(ctx))))
+        return
+    if json_out or output is StatusFormat.json:
         print_json(asyncio.run(current_view(ctx)).model_dump(mode="json"))
         return
     if not watch:
         console.print(BootTable(asyncio.run(current_view(ctx)), wide=wide), soft_wrap=wide)
         return
     if not live_terminal():  # a pipe, a file, TERM=dumb: the boot's plain progress lines
-        plain = PlainProgress()
+        progress = PlainProgress()
         try:
             while True:
-                if (line := plain.due(asyncio.run(current_view(ctx)))) is not None:
+                if (line := progress.due(asyncio.run(current_view(ctx)))) is not None:
                     console.print(line, markup=False, highlight=False, soft_wrap=True)
                 time.sleep(interval)
         except KeyboardInterrupt:
@@ -93,13 +126,15 @@ def not_started(run: Run) -> str | None:
         return None
     if run.manifest_path.exists() and (run.read_manifest().get("plans") or {}).get("launch"):
         return None
-    steps = [e for e in run.events() if e.get("kind") == "step"]
-    doing = f"{steps[-1].get('step', '')} {steps[-1].get('detail', '')}" if steps else "starting"
+    steps = [e for e in run.events() if isinstance(e, Step)]
+    doing = f"{steps[-1].step} {steps[-1].detail}" if steps else "starting"
     return f"run {run.id}: no ranks yet; {doing.strip()}…"
 
 
 def supervise(
-    run: Annotated[str, typer.Argument(help="run id or run directory")],
+    run: Annotated[
+        str, typer.Argument(help="run id or run directory", autocompletion=complete_run)
+    ],
     inventory: InventoryOpt = None,
 ) -> None:
     """Supervise a run again after its controller died: resume every rank's log where the
@@ -139,12 +174,17 @@ def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False
         else f"removed {plural(len(report.removed), 'container')}"
     )
     console.print(
-        f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; {ended}{gone}"
+        plain(
+            f"run {r.id}: saved logs of {plural(len(report.saved), 'rank')} into {r.dir}; "
+            f"{ended}{gone}"
+        ),
+        soft_wrap=True,
     )
     for p in report.problems:
-        err_console.print(f"[red]{p}[/]")
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if report.problems:
-        raise BootFailed(
+        # A node that could not be asked is exit 3 (docs/exit-codes.md), as for every command.
+        raise UnhealthyCluster(
             f"{len(report.problems)} rank(s) not stopped cleanly",
             where=f"run {r.id}",
             hint="what could not be saved was not removed; run `cluster stop` again",
@@ -159,7 +199,12 @@ def parse_age(text: str) -> timedelta:
     if not m:
         raise ConfigError(f"--older-than {text!r}: expected e.g. 30m, 12h, 7d")
     n, unit = int(m.group(1)), m.group(2)
-    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    try:
+        return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[unit]: n})
+    except OverflowError:
+        raise ConfigError(
+            f"--older-than {text}: more than {timedelta.max.days:,} days, the longest age there is"
+        ) from None
 
 
 def prune_cmd(
@@ -176,7 +221,10 @@ def prune_cmd(
     store = RunStore(inv.runs_dir)
     from orchestrator.stop import find_leftovers, prune
 
-    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than)))
+    problems: list[str] = []
+    leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than), problems=problems))
+    for p in problems:
+        err_console.print(styled("red", "", p), soft_wrap=True)
     if not include_serving:
         # Never a boot that is serving or still supervised: that is `cluster stop`'s job.
         busy = {x.run_id for x in leftovers if _serving_or_supervised(store, x.run_id)}
@@ -187,16 +235,30 @@ def prune_cmd(
             )
         leftovers = [x for x in leftovers if x.run_id not in busy]
     if not leftovers:
+        if problems:  # "nothing to prune" would be a guess about the nodes we could not ask
+            raise _prune_incomplete(problems)
         console.print("nothing to prune")
         return
     for item in leftovers:
         console.print(
-            f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            plain(
+                f"{item.node}: {item.container} (run {item.run_id}, rank {item.rank}, {item.state})"
+            ),
+            soft_wrap=True,
         )
     if not yes and not typer.confirm(f"save logs and remove these {len(leftovers)} containers?"):
         raise typer.Abort()
     for line in asyncio.run(prune(inv, leftovers, store)):
-        console.print(line)
+        console.print(plain(line), soft_wrap=True)
+    if problems:
+        raise _prune_incomplete(problems)
+
+
+def _prune_incomplete(problems: list[str]) -> UnhealthyCluster:
+    return UnhealthyCluster(
+        f"{len(problems)} node(s) or container(s) not pruned (listed above)",
+        hint="what was found elsewhere was pruned; run `cluster prune` again once they answer",
+    )
 
 
 def _serving_or_supervised(store: RunStore, run_id: str) -> bool:

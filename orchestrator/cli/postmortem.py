@@ -20,6 +20,8 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.complete import complete_run
+from orchestrator.cli.inventory import InventoryOpt
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import ConfigError, RunStoreError
 from orchestrator.postmortem import postmortem_logs, postmortem_run
@@ -41,6 +43,7 @@ def postmortem(
             metavar="RUN_ID|RUN_DIR|FILE...",
             help="a run id or run directory (default: the newest run); with --logs, log files",
             show_default=False,
+            autocompletion=complete_run,
         ),
     ] = None,
     logs: Annotated[
@@ -53,8 +56,13 @@ def postmortem(
     ] = Format.rich,
     runs_dir: Annotated[
         Path | None,
-        typer.Option("--runs-dir", help="the run store to look in (default: the user's run store)"),
+        typer.Option(
+            "--runs-dir",
+            help="the run store to look in (default: the inventory's cluster_runs_dir, else "
+            "the user's run store)",
+        ),
     ] = None,
+    inventory: InventoryOpt = None,
 ) -> None:
     """From a boot's preserved logs: which rank failed first, why, and what to change."""
     paths = list(targets or [])
@@ -77,7 +85,7 @@ def postmortem(
         if target is not None and Path(target).is_file():
             diagnosis = postmortem_logs([Path(target)])  # a single log file: no --logs needed
         else:
-            store = RunStore(runs_dir)
+            store = RunStore(runs_dir) if runs_dir else _inventory_store(inventory)
             if target is None:
                 run = store.latest()
                 if run is None:
@@ -90,6 +98,13 @@ def postmortem(
                 run = store.open(target)
             diagnosis = postmortem_run(run)
     _show(diagnosis, Format.json if as_json else fmt)
+
+
+def _inventory_store(inventory: str | None) -> RunStore:
+    """Where every other command looks: `-i`'s (or $CLUSTER_INVENTORY's) cluster_runs_dir."""
+    from orchestrator.cli.runs import store_for
+
+    return store_for(inventory)
 
 
 def _show(diagnosis: Diagnosis, fmt: Format) -> None:

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.errors import PreflightRefused
@@ -22,7 +23,12 @@ from orchestrator.recipes import resolve_recipe
 from orchestrator.runstore import Run, RunStore
 from orchestrator.transport import ConnectOptions
 
-RecipeArg = Annotated[str, typer.Argument(help="a built-in recipe's name, or a path to a .yaml")]
+RecipeArg = Annotated[
+    str,
+    typer.Argument(
+        help="a built-in recipe's name, or a path to a .yaml", autocompletion=complete_recipe
+    ),
+]
 RunOpt = Annotated[
     str | None,
     typer.Option(

@@ -7,15 +7,21 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, print_json
+from orchestrator.cli.output import console, harmless, plain, print_json
+from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ConfigError, RunStoreError
 from orchestrator.runlogs import follow_lines, list_runs, merged_lines, rank_log_paths
 from orchestrator.runstore import Run, RunStore
 
 RunOpt = Annotated[
     str | None,
-    typer.Option("--run", help="run id or run directory (default: the newest run)"),
+    typer.Option(
+        "--run",
+        help="run id or run directory (default: the newest run)",
+        autocompletion=complete_run,
+    ),
 ]
 
 
@@ -48,9 +54,9 @@ def runs(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
     for s in summaries:
         table.add_row(
             s.run_id,
-            s.recipe or "-",
+            plain(s.recipe or "-"),
             s.started[:19].replace("T", " "),
-            s.outcome or "-",
+            plain(s.outcome or (f"unreadable: {s.problem}" if s.problem else "-")),
             "-" if s.duration_s is None else f"{s.duration_s:.0f}s",
             "alive" if s.supervisor_alive else "-",
         )
@@ -66,8 +72,18 @@ def logs(
     since: Annotated[
         str | None, typer.Option("--since", help="RFC 3339 time, e.g. 2026-11-29T15:31:00Z")
     ] = None,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="print lines byte for byte, escape sequences included (for a pipe; by default "
+            "control characters are shown as \\xNN so a log cannot drive your terminal)",
+        ),
+    ] = False,
 ) -> None:
     """Preserved rank logs from the run directory (both streams, in time order)."""
+    if since is not None:
+        check_since(since)
     r = pick_run(store_for(inventory), run)
     known = list(rank_log_paths(r))
     if not known:
@@ -76,11 +92,25 @@ def logs(
         raise ConfigError(f"no rank {rank} in run {r.id} (ranks: {known})", where=str(r.dir))
     ranks = known if all_ranks or rank is None else [rank]
     prefix = len(ranks) > 1
+    shown = (lambda text: text) if raw else harmless
     for k, line in merged_lines(r, ranks, since):
-        print(f"[rank {k}] {line}" if prefix else line)
+        print(f"[rank {k}] {shown(line)}" if prefix else shown(line))
     if follow:
         try:
             for k, line in follow_lines(r, ranks):
-                print(f"[rank {k}] {line}" if prefix else line, flush=True)
+                print(f"[rank {k}] {shown(line)}" if prefix else shown(line), flush=True)
         except KeyboardInterrupt:
             return
+
+
+def check_since(text: str) -> None:
+    """`--since` must be a time we can compare, not silently "since the beginning"."""
+    try:
+        ok = timestamp_ns(text) > 0
+    except (ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"--since {text!r}: expected an RFC 3339 time, e.g. 2026-11-29T15:31:00Z",
+            where="cluster logs",
+        )

@@ -28,6 +28,7 @@ MARKERS = (
     # serving: the scheduler's per-batch lines (scheduler_metrics_mixin.py)
     marker(M.traffic, ENGINE, "Prefill batch", r"Prefill batch[.,]? #new-seq"),
     marker(M.traffic, ENGINE, "Decode batch", r"Decode batch[.,]? #running-req"),
+    marker(M.traffic, ENGINE, "new fill batch", r"new fill batch\. #seq"),  # SGLang 0.1 (2024)
     marker(
         M.barrier_failed,
         ENGINE,

@@ -16,6 +16,14 @@ MARKERS = (
     marker(M.server_args, ENGINE, "non-default args", r"non-default args:"),
     marker(M.server_args, ENGINE, "Initializing an LLM engine", r"Initializing an LLM engine"),
     marker(M.server_args, ENGINE, "Initializing a V1 LLM engine"),
+    marker(M.dist_begin, ENGINE, "vLLM is using nccl==", r"vLLM is using nccl==\d"),
+    # the engine starts with tensor parallelism over several processes: their rendezvous begins
+    marker(
+        M.dist_begin,
+        ENGINE,
+        "tensor_parallel_size=",
+        r"Initializing an? (?:V[01] )?LLM engine.*tensor_parallel_size=(?:[2-9]|[1-9][0-9])",
+    ),
     marker(M.dist_init, ENGINE, "world_size=", r"world_size=\d+ rank=\d+"),
     marker(M.dist_init, ENGINE, "in world size", r"rank \d+ in world size \d+ is assigned as"),
     marker(M.load_begin, ENGINE, "Starting to load model"),
@@ -27,6 +35,7 @@ MARKERS = (
     marker(M.warmup, ENGINE, "Capturing CUDA graph", r"Capturing CUDA graphs?"),
     marker(M.ready, ENGINE, "Starting vLLM", r"Starting vLLM (?:API )?server(?: \d+)? on"),
     marker(M.ready, ENGINE, "Available routes are", r"Available routes are:"),
+    marker(M.ready, ENGINE, "Route: /", r"\[launcher\.py:\d+\] Route: /\S*, Methods:"),
     # serving: the periodic stats line of a live engine (metrics loggers)
     marker(M.traffic, ENGINE, "Avg prompt throughput", r"Avg prompt throughput: [\d.]+ tokens/s"),
 )

@@ -32,7 +32,7 @@ The package, by what each module owns:
     rounds.py       pure: the chain's words (parse_chain_line), judge_round, next_round
     known_hosts.py  pure: the known_hosts lines that vouch for the nodes
     archive.py      pure over a file: read_archive (a `docker save` tarball's identity)
-    nodes.py        asking nodes: docker_argv, run_bounded, gather_states
+    nodes.py        asking nodes: run_bounded, gather_states
     context.py      one push's shared context and the chain script's argv (chain_script)
     pump.py         moving the bytes: pipes, zstd, splice, the fan-out's copy
     source.py       resolve_source (what the source holds) and its raw stream
@@ -64,7 +64,7 @@ from orchestrator.images.model import (
     SourceKind,
     TransportFactory,
 )
-from orchestrator.images.nodes import docker_argv, gather_states, run_bounded
+from orchestrator.images.nodes import gather_states, run_bounded
 from orchestrator.images.plan import (
     MIN_RATIO,
     choose_mode,
@@ -120,7 +120,6 @@ __all__ = [
     "choose_mode",
     "compression_pays",
     "decide_compression",
-    "docker_argv",
     "filter_known_hosts",
     "gather_states",
     "judge_round",

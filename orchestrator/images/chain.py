@@ -176,7 +176,7 @@ async def _run_round(
             stdin=asyncio.subprocess.DEVNULL,
         )
         await supervise([pipe], asyncio.ensure_future(_read_events(ctx, pipe, log, prog, rnd)))
-        log.source_error = _node_source_error(source.node, log)
+        log.source_error = _node_source_error(source.node, log, ctx.kind.save_word)
         return log, prog
 
     assert stream is not None
@@ -187,7 +187,7 @@ async def _run_round(
         waves = [targets[i : i + k] for i in range(0, len(targets), k)]
     for i, wave in enumerate(waves):
         if i > 0:  # another wave reads the source again
-            stream = await _open_source(ctx, source)
+            stream = await (ctx.opener or _open_source)(ctx, source)
         if mode is Mode.chain:
             quints = [q for name in wave for q in _quint(ctx.node(name))]
             sink_r, sink_w = _os_pipe()
@@ -233,14 +233,14 @@ async def _run_round(
     return log, prog
 
 
-def _node_source_error(name: str, log: RoundLog) -> str | None:
-    """Why a node source sent nothing usable: its `docker save` failed, or it was never
-    reached (the controller's session to it failed before it said anything)."""
+def _node_source_error(name: str, log: RoundLog, save_word: str = "docker save") -> str | None:
+    """Why a node source sent nothing usable: its `docker save` (or a payload's reader) failed,
+    or it was never reached (the controller's session to it failed before it said anything)."""
     mine = [e for _, e in log.events if e.node == name]
     save = next((e for e in mine if e.event == "save"), None)
     if save is not None and save.fields[:1] != ("0",):
         errs = [e.text for e in mine if e.event == "saveerr"]
-        return f"docker save on {name} exited {save.fields[0]}" + (f": {errs[-1]}" if errs else "")
+        return f"{save_word} on {name} exited {save.fields[0]}" + (f": {errs[-1]}" if errs else "")
     if not mine and not log.stalled:
         err = log.first_hop_stderr.get(name, "").strip().splitlines()[-1:]
         rc = log.first_hop_rc.get(name)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 from orchestrator.images.model import Compression, EventSink, PushOptions
 from orchestrator.models.inventory import Inventory, Node
@@ -22,6 +23,22 @@ def _quint(node: Node) -> list[str]:
     return [node.name, node.user, node.address, str(node.port), node.docker_host or "-"]
 
 
+@dataclass(frozen=True)
+class ChainKind:
+    """What travels the chain: an image (`docker save` / `docker load`), or another payload whose
+    node program replaces them (the script's `wchain`/`wsource` modes, e.g. a model's weights).
+    `extra` follows IMAGE on the command line of the payload modes; the words name the two ends
+    in a node's evidence."""
+
+    prefix: str = ""
+    extra: tuple[str, ...] = ()
+    load_word: str = "docker load"
+    save_word: str = "docker save"
+
+
+IMAGE_KIND = ChainKind()
+
+
 @dataclass
 class _Ctx:
     inventory: Inventory
@@ -33,6 +50,9 @@ class _Ctx:
     script: str
     tag_base: str
     known_hosts_text: str
+    kind: ChainKind = IMAGE_KIND
+    # Opens a fresh source stream for a later fan-out wave (default: the image's `_open_source`).
+    opener: Callable[[_Ctx, Any], Awaitable[Any]] | None = field(default=None)
 
     def node(self, name: str) -> Node:
         return self.inventory.node(name)
@@ -56,6 +76,9 @@ class _Ctx:
         ]
 
     def argv(self, mode: str, args: Sequence[str]) -> list[str]:
+        if mode in ("chain", "source") and self.kind.prefix:
+            # the payload's extra arguments follow the seven common ones (IMAGE is the 7th)
+            mode, args = self.kind.prefix + mode, [*args[:7], *self.kind.extra, *args[7:]]
         return ["sh", "-c", self.script, "cluster-image", self.script, mode, *args]
 
 

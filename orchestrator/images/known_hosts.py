@@ -7,6 +7,10 @@ import hmac
 import re
 from base64 import b64decode
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.models.inventory import Inventory
 
 MAX_KNOWN_HOSTS = 32 << 10  # the chain's command line must stay well under 128 KiB per argument
 
@@ -40,3 +44,13 @@ def _host_matches(pattern: str, name: str) -> bool:
     # OpenSSH patterns know only * and ?; brackets are literal (`[host]:port`).
     regex = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
     return re.fullmatch(regex, name) is not None
+
+
+def chain_known_hosts(inventory: Inventory) -> str:
+    """The inventory's known_hosts lines for its nodes, for the chain to pass along ('' when
+    there are none or too many: the nodes' own ~/.ssh/known_hosts then vouch alone)."""
+    if inventory.known_hosts is None or not inventory.known_hosts.is_file():
+        return ""
+    text = inventory.known_hosts.read_text(encoding="utf-8", errors="replace")
+    known = filter_known_hosts(text, [(n.address, n.port) for n in inventory.nodes])
+    return "" if len(known) > MAX_KNOWN_HOSTS else known

@@ -1,5 +1,5 @@
-"""Asking the nodes: `docker` aimed at a node's daemon, commands with a deadline that covers the
-session too, and every node's state (the image it holds, its store, the chain's tools)."""
+"""Asking the nodes: commands with a deadline that covers the session too, and every node's
+state (the image it holds, its store, the chain's tools)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
 from orchestrator.fanout import settle
 from orchestrator.images.model import NodeState
@@ -14,11 +15,6 @@ from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import CHAIN_TOOLS, image_inspect_probe, image_store_probe
 from orchestrator.transport import Transport
 from orchestrator.transport.base import CommandResult
-
-
-def docker_argv(node: Node) -> tuple[str, ...]:
-    """`docker`, aimed at the node's daemon when the inventory names one (as `launch.py`)."""
-    return ("docker", "--host", node.docker_host) if node.docker_host else ("docker",)
 
 
 async def run_bounded(transport: Transport, argv: Sequence[str], timeout_s: float) -> CommandResult:
@@ -35,7 +31,7 @@ async def run_bounded(transport: Transport, argv: Sequence[str], timeout_s: floa
 async def _ask_state(
     node: Node, transport: Transport, reference: str, timeout_s: float
 ) -> NodeState:
-    docker = docker_argv(node)
+    docker = DockerCli.of(node)
     base: dict[str, Any] = {"node": node.name, "rank": node.rank}
     try:
         await transport.connect()

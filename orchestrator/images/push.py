@@ -10,10 +10,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import _Ctx, chain_script
-from orchestrator.images.known_hosts import MAX_KNOWN_HOSTS, filter_known_hosts
+from orchestrator.images.known_hosts import chain_known_hosts
 from orchestrator.images.model import (
     Compression,
     EventSink,
@@ -30,7 +31,7 @@ from orchestrator.images.model import (
     SourceKind,
     TransportFactory,
 )
-from orchestrator.images.nodes import docker_argv, gather_states, run_bounded
+from orchestrator.images.nodes import gather_states, run_bounded
 from orchestrator.images.plan import choose_mode, compression_pays, plan_push
 from orchestrator.images.pump import _Stream
 from orchestrator.images.readiness import probe_exec_ready
@@ -112,12 +113,7 @@ async def _push(
         rows[name].update(action=NodeAction.skipped, verified=True, note=note)
     for p in plan.unreachable:
         rows[p.node].update(action=NodeAction.failed, error=p.evidence)
-    known = ""
-    if inventory.known_hosts is not None and inventory.known_hosts.is_file():
-        text = inventory.known_hosts.read_text(encoding="utf-8", errors="replace")
-        known = filter_known_hosts(text, [(n.address, n.port) for n in inventory.nodes])
-        if len(known) > MAX_KNOWN_HOSTS:
-            known = ""
+    known = chain_known_hosts(inventory)
     ctx = _Ctx(
         inventory=inventory,
         reference=reference,
@@ -283,7 +279,7 @@ async def _verify(
 
     async def one(name: str) -> tuple[bool, str, str | None]:
         node = ctx.node(name)
-        probe = image_inspect_probe(ctx.reference, docker_argv(node))
+        probe = image_inspect_probe(ctx.reference, DockerCli.of(node))
         try:
             facts = probe.read(await run_bounded(ctx.transports[name], probe.argv, timeout))
         except ClusterError as exc:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.errors import ClusterError, ImageError
 from orchestrator.fanout import settle
 from orchestrator.images.model import TransportFactory
-from orchestrator.images.nodes import docker_argv, gather_states
+from orchestrator.images.nodes import gather_states
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness, wait_exec_ready
 from orchestrator.probes.image import matches_digest
@@ -44,7 +44,6 @@ async def probe_exec_ready(
                 tmap[node.name],
                 reference,
                 window_s=window_s,
-                docker=docker_argv(node),
                 command=command,
             )
         except ClusterError as exc:

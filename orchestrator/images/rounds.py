@@ -51,7 +51,9 @@ def _safe_int(s: str) -> int | None:
         return None
 
 
-def judge_round(order: Sequence[str], log: RoundLog, *, upstream_label: str) -> list[HopOutcome]:
+def judge_round(
+    order: Sequence[str], log: RoundLog, *, upstream_label: str, load_word: str = "docker load"
+) -> list[HopOutcome]:
     """Per node of `order` (chain order), what happened, from the events alone.
 
     A node whose `load` succeeded (exit 0 and no `Error unpacking image`) loaded. A node whose
@@ -116,9 +118,9 @@ def judge_round(order: Sequence[str], log: RoundLog, *, upstream_label: str) -> 
                 HopOutcome(
                     node=node,
                     status=HopStatus.failed,
-                    evidence=f"docker load exited {load_rc}: {what}"
+                    evidence=f"{load_word} exited {load_rc}: {what}"
                     if not unpack
-                    else f"docker load printed `{what}` (exit {load_rc})",
+                    else f"{load_word} printed `{what}` (exit {load_rc})",
                     received=recv,
                     ended=ended,
                     load_at=load_at,

@@ -8,11 +8,11 @@ import getpass
 import os
 from collections.abc import Sequence
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, ImageError
 from orchestrator.images.archive import read_archive
 from orchestrator.images.context import _Ctx
 from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
-from orchestrator.images.nodes import docker_argv
 from orchestrator.images.pump import CHUNK, _os_pipe, _Stream
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import identity_of, image_inspect_probe, image_store_probe
@@ -86,8 +86,9 @@ async def resolve_source(
             has_zstd=bool(state.tools and state.tools.zstd),
         )
     local = LocalTransport(_controller_node())
-    inspect_p = image_inspect_probe(reference)
-    store_p = image_store_probe()
+    controller = DockerCli()  # the controller's own daemon (its DOCKER_HOST, if set)
+    inspect_p = image_inspect_probe(reference, controller)
+    store_p = image_store_probe(controller)
     try:
         inspect_r, store_r = await asyncio.gather(
             local.run(inspect_p.argv, timeout_s=timeout_s),
@@ -134,7 +135,7 @@ async def _open_source(ctx: _Ctx, source: Source) -> _Stream:
             pipe = await open_pipe(
                 ctx.inventory,
                 node,
-                [*docker_argv(node), "save", ctx.reference],
+                list(DockerCli.of(node)("save", ctx.reference)),
                 options=ctx.pipe_options(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=w,
@@ -144,7 +145,7 @@ async def _open_source(ctx: _Ctx, source: Source) -> _Stream:
             argv = (
                 ["cat", "--", str(source.path)]
                 if source.kind is SourceKind.tar
-                else ["docker", "save", ctx.reference]
+                else list(DockerCli()("save", ctx.reference))
             )
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=w, stderr=asyncio.subprocess.PIPE

@@ -51,6 +51,7 @@ class ClusterVars(BaseModel):
     cluster_known_hosts: StrictStr | None = None
     cluster_connection: Connection = Connection.ssh
     cluster_runs_dir: StrictStr | None = None
+    cluster_weights_root: StrictStr | None = None
 
 
 HOST_VAR_NAMES = frozenset(HostVars.model_fields)
@@ -86,6 +87,7 @@ class Inventory(BaseModel):
     connection: Connection
     known_hosts: Path | None
     runs_dir: Path | None
+    weights_root: str | None = None
     nodes: tuple[Node, ...]
 
     @property

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.postmortem.exit_rules import earliest, exit_evidence
+from orchestrator.postmortem.families import Family, Raised, classify, exception_of
 from orchestrator.postmortem.model import PHASES, Evidence, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import CATEGORIES, Compiled, SignatureSet
 from orchestrator.wording import clock, rank_list, short
@@ -57,28 +58,56 @@ def candidates(
 ) -> list[Candidate]:
     out: list[Candidate] = []
     causes: dict[int, Candidate] = {}
+    # the boot's engine when a rank's own lines do not say (one pasted file: one engine)
+    boot_engine = next((e for r in ranks if (e := engine_of(r, hits[r.rank], sigs))), None)
     for r in ranks:
         own = [h for h in hits[r.rank] if h.role == "cause"]
         if not own:
             continue
-        # the first cause; an OOM kill outranks whatever the dying process printed after it
-        first = own[0]
+        # the first cause (a weak one only when nothing stronger is there); an OOM kill outranks
+        # whatever the dying process printed after it
+        strong = [h for h in own if not sigs.by_id[h.signature].sig.weak]
+        first = (strong or own)[0]
         oom = [h for h in own if h.via == "exit" and h.category == "out-of-memory"]
         if oom and r.exit is not None and r.exit.oom_killed:
             first = oom[0]
         c = sigs.by_id[first.signature]
         confidence = "high" if first.via == "log" or (r.exit and r.exit.oom_killed) else "medium"
+        engine = engine_of(r, hits[r.rank], sigs) or boot_engine
         cand = Candidate(
             rank=r.rank,
-            strength=2 if c.sig.waits else 3,
-            ts=earliest(h.evidence.ts for h in own),
-            category=c.sig.category,
+            strength=2 if c.sig.waits or c.sig.weak else 3,
+            ts=earliest(h.evidence.ts for h in (strong or own)),
+            category=c.sig.engine_category.get(engine or "", c.sig.category),
             signature=c.id,
             title=c.sig.title,
             confidence=confidence,
             reason=cause_reason(r, first, c),
             evidence=[h.evidence for h in own if h.signature == first.signature][:3]
             + [h.evidence for h in own if h.signature != first.signature][:2],
+        )
+        causes[r.rank] = cand
+        out.append(cand)
+
+    # A node the supervisor lost while the others waited on it (at the barrier, in a
+    # collective): its rank is the cause, whatever its peers printed about the lost peer.
+    for r in ranks:
+        if r.lost is None or r.rank in causes:
+            continue
+        others = [k for k in failed if k != r.rank]
+        if not others:
+            continue
+        cand = Candidate(
+            rank=r.rank,
+            strength=3,
+            ts=r.lost.ts,
+            category="rendezvous-network",
+            signature=None,
+            title="its node became unreachable (the network to it was cut, or the node went down)",
+            confidence="medium",
+            reason=f"rank {r.rank}'s node became unreachable while ranks {rank_list(others)} "
+            "waited on it; their errors about a lost peer are the consequence",
+            evidence=[r.lost] + ([r.last_line] if r.last_line else []),
         )
         causes[r.rank] = cand
         out.append(cand)
@@ -161,6 +190,18 @@ def candidates(
     return out
 
 
+def engine_of(r: RankFacts, hits: Sequence[Hit], sigs: SignatureSet) -> str | None:
+    """The engine a rank ran: its dialect's milestones say, else a signature only that engine
+    prints (SGLang's sigquit, its scheduler's exception)."""
+    if r.engine:
+        return r.engine
+    for h in hits:
+        engines = sigs.by_id[h.signature].sig.engines
+        if len(engines) == 1 and engines[0] in ("sglang", "vllm"):
+            return engines[0]
+    return None
+
+
 def from_consequences(
     ranks: Sequence[RankFacts],
     hits: Mapping[int, list[Hit]],
@@ -212,6 +253,80 @@ def from_consequences(
         reason=f"only consequences were found; rank {first_rank} reported first: {c.sig.title}",
         evidence=[first_hit.evidence],
     )
+
+
+def from_exceptions(ranks: Sequence[RankFacts], prefer: int | None = None) -> Candidate | None:
+    """No signature names the failure: the exception a rank raised, mapped by family.
+
+    Medium-confidence families first, then the earliest line; `prefer` (the rank the evidence
+    already points at) wins among equals."""
+    found: list[tuple[int, float, int, int, RankFacts, Evidence, Raised, Family]] = []
+    for r in ranks:
+        frames = r.exception_frames or ("",) * len(r.exceptions)
+        for ev, where in zip(r.exceptions, frames, strict=False):
+            raised = exception_of(ev.text)
+            fam = classify(raised, where) if raised is not None else None
+            if raised is None or fam is None:
+                continue
+            ts = ev.ts if ev.ts is not None else float("inf")
+            found.append(
+                (fam.confidence != "medium", ts, r.rank != prefer, ev.line, r, ev, raised, fam)
+            )
+    if not found:
+        return None
+    *_, r, ev, raised, fam = min(found, key=lambda f: f[:4])
+    return Candidate(
+        rank=r.rank,
+        strength=1,
+        ts=ev.ts,
+        category=fam.category,
+        signature=None,
+        title=f"{raised.name}: {short(raised.msg)}",
+        confidence=fam.confidence,
+        reason=f"no signature names this failure; rank {r.rank} raised {raised.name}, "
+        f"an error of {fam.why} ({fam.category}, by the exception's family)",
+        evidence=[ev],
+    )
+
+
+_LATER_THAN_DIST = ("dist_init", "load_begin", "shards", "load_end", "warmup", "ready", "traffic")
+
+
+def from_hang(ranks: Sequence[RankFacts]) -> Candidate | None:
+    """No failure printed, and a rank began distributed init but never finished it: it hung
+    waiting for its peers (a rendezvous that never completed), with low confidence."""
+    stuck = [
+        r
+        for r in ranks
+        if "dist_begin" in r.markers and not any(m in r.markers for m in _LATER_THAN_DIST)
+    ]
+    if not stuck:
+        return None
+    r = min(stuck, key=lambda x: (x.markers["dist_begin"].ts or float("inf"), x.rank))
+    began = r.markers["dist_begin"]
+    return Candidate(
+        rank=r.rank,
+        strength=0,
+        ts=began.ts,
+        category="rendezvous-network",
+        signature=None,
+        title="it began distributed init and never finished it",
+        confidence="low",
+        reason=f"no error was printed, but rank {r.rank} began distributed init "
+        f"({short(began.text)}) and its log ends before init completed: a rendezvous that "
+        "never completed (a peer missing, or unreachable on the chosen interface)",
+        evidence=[began] + ([r.last_line] if r.last_line else []),
+        brief=True,
+    )
+
+
+def nccl_only_up(ranks: Sequence[RankFacts]) -> bool:
+    """An NCCL log (nccl-tests, a bare all-reduce): NCCL said its communicator is up, and no
+    engine milestone came after to wait for. Success evidence when nothing failed."""
+    ups = [r.markers.get("dist_init") for r in ranks]
+    if not any(u is not None and "NCCL INFO" in u.text for u in ups):
+        return False
+    return not any(m in r.markers for r in ranks for m in _LATER_THAN_DIST[1:])
 
 
 def from_laggard(run: RunFacts, ranks: Sequence[RankFacts]) -> Candidate | None:

@@ -175,6 +175,24 @@ def _exit_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> Ex
     return found
 
 
+def _lost_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> Evidence | None:
+    """When the supervisor lost this rank's node for good (a `node_lost` not followed by a
+    `node_back`), as evidence pointing at the event."""
+    lost: Evidence | None = None
+    for n, ev in events:
+        if ev.get("rank") != rank:
+            continue
+        if ev.get("kind") == "node_lost":
+            reason = ev.get("reason") if isinstance(ev.get("reason"), str) else ""
+            text = f"node_lost: rank {rank}'s node became unreachable ({reason})"
+            lost = lost or Evidence(
+                file="events.jsonl", line=n, text=text, ts=_ts(ev.get("ts")), rank=rank
+            )
+        elif ev.get("kind") == "node_back":
+            lost = None
+    return lost
+
+
 def _started_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> float | None:
     for _n, ev in events:
         if ev.get("kind") == "rank_started" and ev.get("rank") == rank:
@@ -233,7 +251,11 @@ def _rank_facts(
     first: Evidence | None = None
     last: Evidence | None = None
     phase_rank = 0
+    exceptions: list[Evidence] = []
+    frames: list[str] = []
     for scan in scans:
+        exceptions.extend(_evidence(line, rank) for line in scan.exceptions)
+        frames.extend(scan.frames)
         for m in scan.matches:
             c = sigs.by_id[m.signature]
             hits.append(
@@ -276,6 +298,8 @@ def _rank_facts(
         phase=PHASES[phase_rank],
         engine=engine,
         markers=markers,
+        exceptions=tuple(exceptions),
+        exception_frames=tuple(frames),
         hits=tuple(hits),
         counts=counts,
         first_line=first,
@@ -390,6 +414,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
         if exit_info is not None and exit_info.started_at is None and started is not None:
             exit_info = exit_info.model_copy(update={"started_at": started})
         extra = list(event_hits.get(k, []))
+        lost_at = _lost_from_events(events, k)
         if exit_info is not None and exit_info.error:
             where_file, _, where_line = (exit_info.error_source or exit_info.source).rpartition(":")
             evidence = Evidence(
@@ -408,7 +433,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
                 exit_info=exit_info,
                 extra_hits=extra,
                 node=nodes.get(k),
-            )
+            ).model_copy(update={"lost": lost_at})
         )
     env = recipe.get("env") if isinstance(recipe.get("env"), dict) else {}
     engine = recipe.get("engine") if isinstance(recipe.get("engine"), str) else None
@@ -475,7 +500,7 @@ def collect_logs(
     for k, files in assigned.items():
         for p in files:
             year = datetime.fromtimestamp(p.stat().st_mtime, UTC).year
-            jobs.append(ScanJob(p, str(p), year))
+            jobs.append(ScanJob(p, str(p), year, tidy=True))
             owner.append(k)
     scans = scan_files(jobs, sigs, workers=workers)
     by_rank: dict[int, list[FileScan]] = {}

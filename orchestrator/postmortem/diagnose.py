@@ -16,8 +16,11 @@ from orchestrator.postmortem.blame import (
     candidates,
     cascade_reason,
     from_consequences,
+    from_exceptions,
+    from_hang,
     from_laggard,
     from_supervisor,
+    nccl_only_up,
 )
 from orchestrator.postmortem.exit_rules import earliest, exit_hits, failed_exit
 from orchestrator.postmortem.model import (
@@ -90,14 +93,25 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             )
         )
         hits[r.rank] = found
-    failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r)}
+    # An exception line is failure evidence too, even when no signature names it: a boot that
+    # raised is never `ready`.
+    failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r) or r.exceptions}
 
     suspects = candidates(ranks, hits, sigs, failed)
     root = min(suspects, key=lambda c: c.key()) if suspects else None
     if root is None and failed:
         root = from_consequences(ranks, hits, sigs, failed)
+    if root is None or root.category == "unknown":
+        # the traceback fallback: the exception's family, when no signature says more
+        fallback = from_exceptions(ranks, prefer=root.rank if root is not None else None)
+        if fallback is not None:
+            if root is not None:
+                fallback.evidence.extend(e for e in root.evidence if e not in fallback.evidence)
+            root = fallback
     ready = not failed and (
-        any(r.phase == "serving" for r in ranks) or str(verdict.get("outcome")) == "READY"
+        any(r.phase == "serving" for r in ranks)
+        or str(verdict.get("outcome")) == "READY"
+        or nccl_only_up(ranks)
     )
     notes = list(run.notes)
     if run.stopped_at is not None:
@@ -111,7 +125,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             )
         )
     if root is None and not ready:
-        root = from_laggard(run, ranks) or from_supervisor(verdict, by_rank)
+        root = from_hang(ranks) or from_laggard(run, ranks) or from_supervisor(verdict, by_rank)
         if root is None and ranks:
             furthest = max((r.phase for r in ranks), key=PHASES.index)
             notes.append(

@@ -94,10 +94,13 @@ class RankFacts(_Frozen):
     engine: str | None = None  # sglang / vllm, from its dialect
     markers: dict[str, Evidence] = Field(default_factory=dict)  # first line of each milestone
     hits: tuple[Hit, ...] = ()  # first few per signature, in time order
+    exceptions: tuple[Evidence, ...] = ()  # the last `Cls: message` lines (traceback fallback)
+    exception_frames: tuple[str, ...] = ()  # for each, its traceback's file paths
     counts: dict[str, int] = Field(default_factory=dict)  # matches per signature, all of them
     first_line: Evidence | None = None
     last_line: Evidence | None = None
     exit: ExitInfo | None = None
+    lost: Evidence | None = None  # the supervisor lost the rank's node (events.jsonl node_lost)
 
 
 class RunFacts(_Frozen):

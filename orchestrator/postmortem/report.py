@@ -17,6 +17,7 @@ from rich.text import Text
 
 from orchestrator.postmortem.diagnose import render_change
 from orchestrator.postmortem.model import Diagnosis, Evidence, TimelineEntry
+from orchestrator.terminal import harmless
 
 TIMELINE_SHOWN = 30  # entries shown for people (the JSON keeps up to 200)
 LAST_LINE_CHARS = 100
@@ -39,7 +40,7 @@ def _title(d: Diagnosis) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = harmless(" ".join(text.split()))  # a log's ESC/OSC never reaches the terminal
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -149,7 +150,10 @@ def render_rich(d: Diagnosis) -> RenderableType:
         for e in entries:
             where = f"{e.file}:{e.line}" if e.file else ""
             tl.add_row(
-                e.time or "—", "" if e.rank is None else str(e.rank), escape(e.what), escape(where)
+                e.time or "—",
+                "" if e.rank is None else str(e.rank),
+                escape(harmless(e.what)),
+                escape(harmless(where)),
             )
         parts.append(tl)
     if d.notes:

@@ -18,18 +18,25 @@ Times without a zone are taken as UTC (containers run in UTC).
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import ahocorasick
 
 from orchestrator.dialects.base import Marker
 from orchestrator.dialects.reader import PHASE_MARKERS
 from orchestrator.dialects.timestamps import docker_timestamp, engine_timestamp, parse_timestamp
+from orchestrator.postmortem.families import KEYWORDS as EXCEPTION_KEYWORDS
+from orchestrator.postmortem.families import exception_of
 from orchestrator.postmortem.model import PHASES
 from orchestrator.postmortem.signatures import SignatureSet
+from orchestrator.postmortem.tidy import tidy_text
 
 __all__ = [
     "MARKERS",
@@ -47,8 +54,10 @@ __all__ = [
 BLOCK = 8 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a "line" longer than this is cut (a binary file, not a log)
 KEEP_PER_SIGNATURE = 12  # matches kept per signature and file (all are counted)
+KEEP_EXCEPTIONS = 16  # exception lines kept per file: the last ones (the traceback fallback)
 BACK_LINES = 64  # how far back a stampless line looks for a time
 TEXT_CAP = 2000  # characters of a line kept as evidence
+TIDY_MAX = 64 << 20  # a pasted log is tidied in memory up to this size; bigger ones as they are
 
 # The boot milestones are the engines' dialect tables (`orchestrator.dialects`), the same rows
 # the supervisor folds; each row still unseen costs a substring pass per block.
@@ -85,6 +94,8 @@ class FileScan:
     engines: dict[str, int] = field(default_factory=dict)
     first: Line | None = None
     last: Line | None = None
+    exceptions: list[Line] = field(default_factory=list)  # the last few `Cls: message` lines
+    frames: list[str] = field(default_factory=list)  # for each, the traceback's file paths
 
     @property
     def phase(self) -> str:
@@ -193,129 +204,245 @@ def _window(chunk: bytes, following: bytes, le: int, count: int) -> list[str]:
 
 
 def scan_file(
-    path: Path, sigs: SignatureSet, *, display: str | None = None, year: int | None = None
+    path: Path,
+    sigs: SignatureSet,
+    *,
+    display: str | None = None,
+    year: int | None = None,
+    tidy: bool = False,
 ) -> FileScan:
-    """Scan one log file (streaming) for signatures and milestones."""
-    shown = display or str(path)
-    result = FileScan(path=str(path), display=shown)
+    """Scan one log file (streaming) for signatures and milestones.
+
+    `tidy`: a pasted log (`--logs`) is tidied first (`tidy.py`: colour codes, compose and Ray
+    columns, quoting, hard wraps), in memory, when it is small enough to be a paste."""
+    if tidy and path.stat().st_size <= TIDY_MAX:
+        text = tidy_text(path.read_bytes().decode("utf-8", "replace"))
+        with io.BytesIO(text.encode("utf-8")) as fh:
+            return _scan(fh, str(path), sigs, display=display, year=year)
+    with path.open("rb") as fh:
+        return _scan(fh, str(path), sigs, display=display, year=year)
+
+
+def _scan(
+    fh: BinaryIO, path: str, sigs: SignatureSet, *, display: str | None, year: int | None
+) -> FileScan:
+    shown = display or path
+    result = FileScan(path=path, display=shown)
     state = _State(shown, year)
     wanted = list(MARKERS)
     compiled = sigs.compiled
     keywords = sigs.keywords
-    with path.open("rb") as fh:
-        for chunk, following in _blocks(fh, BLOCK):
-            result.size += len(chunk)
-            find = chunk.find
-            rfind = chunk.rfind
-            # 1. candidate lines: every keyword occurrence, grouped by line start
-            candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
-            for entry in keywords:
-                kw = entry.keyword
-                i = find(kw)
-                while i >= 0:
-                    ls = rfind(b"\n", 0, i) + 1
-                    le = find(b"\n", i)
-                    if le < 0:
-                        le = len(chunk)
-                    slot = candidates.get(ls)
-                    if slot is None:
-                        candidates[ls] = (le, list(entry.targets))
-                    else:
-                        slot[1].extend(entry.targets)
-                    i = find(kw, le)
-            # 2. milestones still unseen: first occurrence whose regex agrees
-            found_markers: list[tuple[int, int, Marker]] = []
-            if wanted:
-                still: list[Marker] = []
-                seen_names = {m.milestone.value for _, _, m in found_markers}
-                for marker in wanted:
-                    name = marker.milestone.value
-                    if name in result.markers or name in seen_names:
-                        continue
-                    needle = marker.keyword.encode()
-                    i = find(needle)
-                    hit = False
-                    while i >= 0:
-                        ls = rfind(b"\n", 0, i) + 1
-                        le = find(b"\n", i)
-                        le = len(chunk) if le < 0 else le
-                        seg = chunk[ls:le].decode("utf-8", "replace")
-                        if marker.says(seg):
-                            found_markers.append((ls, le, marker))
-                            seen_names.add(name)
-                            hit = True
-                            break
-                        i = find(needle, le)
-                    if not hit:
-                        still.append(marker)
-                wanted = still
-            # 3. line numbers for the candidates, in one forward count
-            starts = sorted(set(candidates) | {ls for ls, _, _ in found_markers})
-            numbers: dict[int, int] = {}
-            n, pos = state.line_base, 0
-            for ls in starts:
-                n += chunk.count(b"\n", pos, ls)
-                pos = ls
-                numbers[ls] = n
-            # 4. run the regexes on candidate lines (the block's first line first: a full
-            # date there gives yearless stamps below their year)
-            head = _edge(chunk, state, first=True)
-            if result.first is None:
-                result.first = head
-            for ls in sorted(candidates):
-                le, targets = candidates[ls]
-                ts, text = _line_time(chunk, ls, le, state)
-                if ts is None:
-                    ts = _time_before(chunk, ls, state)
-                done: set[int] = set()
-                windows: dict[int, str] = {}
-                for si, pi in targets:
-                    if si in done:
-                        continue
-                    c = compiled[si]
-                    pattern = c.sig.patterns[pi]
-                    subject = text
-                    if pattern.lines > 1:
-                        subject = windows.get(pattern.lines, "")
-                        if not subject:
-                            more = _window(chunk, following, le, pattern.lines - 1)
-                            subject = "\n".join([text, *more])
-                            windows[pattern.lines] = subject
-                    if c.vetoed(subject):
-                        continue
-                    m = c.regexes[pi].search(subject)
-                    if m is None:
-                        continue
-                    done.add(si)
-                    sig_id = c.sig.id
-                    count = result.counts.get(sig_id, 0) + 1
-                    result.counts[sig_id] = count
-                    if count <= KEEP_PER_SIGNATURE:
-                        start = min(m.start(), len(text))
-                        line = Line(shown, numbers[ls], _segment(text, start), ts)
-                        result.matches.append(Match(sig_id, line))
-            for ls, le, marker in found_markers:
-                ts, text = _line_time(chunk, ls, le, state)
-                if ts is None:
-                    ts = _time_before(chunk, ls, state)
-                pos_kw = text.find(marker.keyword)
-                line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
-                if marker.milestone.value not in result.markers:
-                    result.markers[marker.milestone.value] = line
-                if marker.engine:
-                    result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
-            # 5. the file's edges, and the time carried into the next chunk
-            newlines = chunk.count(b"\n")
-            ends_open = not chunk.endswith(b"\n")
-            last = _edge(chunk, state, first=False)
-            if last is not None:
-                result.last = last
-                if last.ts is not None:
-                    state.last_ts = last.ts
-            state.line_base += newlines
-            result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
+    for chunk, following in _blocks(fh, BLOCK):
+        result.size += len(chunk)
+        find = chunk.find
+        rfind = chunk.rfind
+        # 1. one Aho-Corasick pass finds every keyword of every signature, the exception
+        # keywords and the milestones still unseen; lines are grouped by their start
+        candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+        exc_found: dict[int, int] = {}
+        marker_at: dict[int, list[int]] = {}
+        auto = _automaton(sigs, tuple(wanted))
+        for last, tags in auto.iter(chunk.decode("latin-1")):  # 1 byte = 1 char: same offsets
+            for kind, idx, size in tags:
+                i = last - size + 1
+                if kind == _MARKER:
+                    seen = marker_at.setdefault(idx, [])
+                    if len(seen) < MARKER_TRIES:
+                        seen.append(i)
+                    continue
+                ls = rfind(b"\n", 0, i) + 1
+                le = find(b"\n", i)
+                if le < 0:
+                    le = len(chunk)
+                if kind == _EXCEPTION:
+                    exc_found[ls] = le
+                    continue
+                slot = candidates.get(ls)
+                if slot is None:
+                    candidates[ls] = (le, list(keywords[idx].targets))
+                else:
+                    slot[1].extend(keywords[idx].targets)
+        # 1b. exception lines (`Cls: message`, `raise Cls(`): the traceback fallback's input
+        exc_lines = _exception_lines(chunk, exc_found)
+        # 2. milestones still unseen: the first occurrence whose regex agrees, by table order
+        found_markers: list[tuple[int, int, Marker]] = []
+        if wanted:
+            still: list[Marker] = []
+            seen_names: set[str] = set()
+            for mi, marker in enumerate(wanted):
+                name = marker.milestone.value
+                if name in result.markers or name in seen_names:
+                    continue
+                hit = _first_marker(chunk, marker, marker_at.get(mi, []))
+                if hit is None:
+                    still.append(marker)
+                    continue
+                found_markers.append((*hit, marker))
+                seen_names.add(name)
+            wanted = still
+        # 3. line numbers for the candidates, in one forward count
+        starts = sorted(
+            set(candidates) | {ls for ls, _, _ in found_markers} | {ls for ls, _ in exc_lines}
+        )
+        numbers: dict[int, int] = {}
+        n, pos = state.line_base, 0
+        for ls in starts:
+            n += chunk.count(b"\n", pos, ls)
+            pos = ls
+            numbers[ls] = n
+        # 4. run the regexes on candidate lines (the block's first line first: a full
+        # date there gives yearless stamps below their year)
+        head = _edge(chunk, state, first=True)
+        if result.first is None:
+            result.first = head
+        for ls in sorted(candidates):
+            le, targets = candidates[ls]
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            done: set[int] = set()
+            windows: dict[int, str] = {}
+            for si, pi in targets:
+                if si in done:
+                    continue
+                c = compiled[si]
+                pattern = c.sig.patterns[pi]
+                subject = text
+                if pattern.lines > 1:
+                    subject = windows.get(pattern.lines, "")
+                    if not subject:
+                        more = _window(chunk, following, le, pattern.lines - 1)
+                        subject = "\n".join([text, *more])
+                        windows[pattern.lines] = subject
+                if c.vetoed(subject):
+                    continue
+                m = c.regexes[pi].search(subject)
+                if m is None:
+                    continue
+                done.add(si)
+                sig_id = c.sig.id
+                count = result.counts.get(sig_id, 0) + 1
+                result.counts[sig_id] = count
+                if count <= KEEP_PER_SIGNATURE:
+                    start = min(m.start(), len(text))
+                    line = Line(shown, numbers[ls], _segment(text, start), ts)
+                    result.matches.append(Match(sig_id, line))
+        for ls, le, marker in found_markers:
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            pos_kw = text.find(marker.keyword)
+            line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
+            if marker.milestone.value not in result.markers:
+                result.markers[marker.milestone.value] = line
+            if marker.engine:
+                result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
+        for ls, le in exc_lines:
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            result.exceptions.append(Line(shown, numbers[ls], _segment(text, 0), ts))
+            result.frames.append(_frames_before(chunk, ls))
+        del result.exceptions[:-KEEP_EXCEPTIONS]
+        del result.frames[:-KEEP_EXCEPTIONS]
+        # 5. the file's edges, and the time carried into the next chunk
+        newlines = chunk.count(b"\n")
+        ends_open = not chunk.endswith(b"\n")
+        last = _edge(chunk, state, first=False)
+        if last is not None:
+            result.last = last
+            if last.ts is not None:
+                state.last_ts = last.ts
+        state.line_base += newlines
+        result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
     result.matches.sort(key=lambda mt: (mt.line.ts is None, mt.line.ts or 0.0, mt.line.line))
     return result
+
+
+def _exception_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int]]:
+    """(start, end) of the lines among `found` that state an exception, the last few only."""
+    out: list[tuple[int, int]] = []
+    for ls in sorted(found, reverse=True):
+        text = chunk[ls : found[ls]].decode("utf-8", "replace")
+        if exception_of(text) is not None:
+            out.append((ls, found[ls]))
+            if len(out) >= KEEP_EXCEPTIONS:
+                break
+    return out[::-1]
+
+
+_FRAME = re.compile(rb'File "([^"]+)"')
+FRAME_LINES = 40  # how far back an exception's traceback frames are looked for
+
+
+def _frames_before(chunk: bytes, ls: int) -> str:
+    """The file paths of the traceback frames just above the line at `ls` (space-separated):
+    where the exception was raised tells its family when the message does not (an assert in
+    a fused-MoE kernel says nothing of MoE)."""
+    start = ls
+    for _ in range(FRAME_LINES):
+        if start <= 0:
+            break
+        start = chunk.rfind(b"\n", 0, start - 1) + 1
+    paths = _FRAME.findall(chunk, start, ls)
+    return " ".join(p.decode("utf-8", "replace") for p in paths[-8:])
+
+
+def _first_marker(chunk: bytes, marker: Marker, at: list[int]) -> tuple[int, int] | None:
+    """The first line holding `marker`'s keyword at one of `at` whose regex agrees; past the
+    first MARKER_TRIES occurrences, a plain search on (a milestone is wanted only once)."""
+    positions: Iterable[int] = at
+    if len(at) >= MARKER_TRIES:
+        positions = _occurrences(chunk, marker.keyword.encode(), at[0])
+    for i in positions:
+        ls = chunk.rfind(b"\n", 0, i) + 1
+        le = chunk.find(b"\n", i)
+        le = len(chunk) if le < 0 else le
+        if marker.says(chunk[ls:le].decode("utf-8", "replace")):
+            return ls, le
+    return None
+
+
+def _occurrences(chunk: bytes, needle: bytes, start: int) -> Iterator[int]:
+    i = chunk.find(needle, start)
+    while i >= 0:
+        yield i
+        i = chunk.find(needle, i + 1)
+
+
+# -- the prefilter: one automaton for every keyword ------------------------------------------------
+
+_SIGNATURE, _EXCEPTION, _MARKER = 0, 1, 2
+MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before a plain search
+_AUTOMATA: dict[tuple[int, tuple[Marker, ...]], Any] = {}
+
+
+def _automaton(sigs: SignatureSet, wanted: tuple[Marker, ...]) -> Any:
+    """Aho-Corasick over the signatures' keywords, the exception keywords and the milestones
+    still wanted (pyahocorasick): one pass per block, whatever the number of keywords. Built
+    once per set of wanted milestones (they only ever shrink)."""
+    key = (id(sigs), wanted)
+    auto = _AUTOMATA.get(key)
+    if auto is not None:
+        return auto
+    tags: dict[str, list[tuple[int, int, int]]] = {}
+    for idx, entry in enumerate(sigs.keywords):
+        word = entry.keyword.decode("latin-1")
+        tags.setdefault(word, []).append((_SIGNATURE, idx, len(word)))
+    for kw in EXCEPTION_KEYWORDS:
+        word = kw.decode("latin-1")
+        tags.setdefault(word, []).append((_EXCEPTION, 0, len(word)))
+    for idx, marker in enumerate(wanted):
+        word = marker.keyword.encode("utf-8").decode("latin-1")
+        tags.setdefault(word, []).append((_MARKER, idx, len(word)))
+    auto = ahocorasick.Automaton()
+    for word, values in tags.items():
+        auto.add_word(word, tuple(values))
+    auto.make_automaton()
+    if len(_AUTOMATA) > 256:
+        _AUTOMATA.clear()
+    _AUTOMATA[key] = auto
+    return auto
 
 
 def _edge(chunk: bytes, state: _State, *, first: bool) -> Line | None:
@@ -357,10 +484,11 @@ class ScanJob:
     path: Path
     display: str
     year: int | None = None
+    tidy: bool = False  # a pasted log (`--logs`): tidy it before matching
 
 
 def _run(job: ScanJob, sigs: SignatureSet) -> FileScan:
-    return scan_file(job.path, sigs, display=job.display, year=job.year)
+    return scan_file(job.path, sigs, display=job.display, year=job.year, tidy=job.tidy)
 
 
 PARALLEL_BYTES = 64 << 20  # below this, one process is quicker than starting others

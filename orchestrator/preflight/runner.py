@@ -15,6 +15,7 @@ from orchestrator.facts import (
     open_transports,
 )
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
+from orchestrator.models.events import Preflight
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.judge import judge
@@ -117,11 +118,12 @@ def write_preflight(run: Run, result: PreflightResult) -> None:
         run.write_json("plans/launch.json", result.launch.model_dump(mode="json"))
     report = result.report
     run.append_event(
-        {
-            "kind": "preflight",
-            "ok": report.ok,
-            "errors": len(report.errors),
-            "warnings": len(report.warnings),
-            "problems": [f"{p.severity}: {p.node or 'cluster'}: {p.what}" for p in report.problems],
-        }
+        Preflight(
+            ok=report.ok,
+            errors=len(report.errors),
+            warnings=len(report.warnings),
+            problems=tuple(
+                f"{p.severity}: {p.node or 'cluster'}: {p.what}" for p in report.problems
+            ),
+        )
     )

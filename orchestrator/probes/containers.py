@@ -8,6 +8,8 @@ with its memory (`docker stats`), and rank containers of an earlier `cluster` ru
 
 One constant script: `docker ps` as JSON lines, then, only when something runs (`docker stats`
 samples for about a second), a `--- stats` marker and `docker stats --no-stream` as JSON lines.
+The docker client (with the node's `--host`) arrives as the script's arguments, never pasted
+into its text.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "containers"
 STATS_MARK = "--- stats"
 
-SCRIPT = f"""docker ps --no-trunc --format '{{{{json .}}}}' || exit $?
-ids=$(docker ps -q) || exit $?
+SCRIPT = f""""$@" ps --no-trunc --format '{{{{json .}}}}' || exit $?
+ids=$("$@" ps -q) || exit $?
 [ -n "$ids" ] || exit 0
 echo '{STATS_MARK}'
-docker stats --no-stream --no-trunc --format '{{{{json .}}}}' $ids
+"$@" stats --no-stream --no-trunc --format '{{{{json .}}}}' $ids
 """
 
 _UNITS = {
@@ -132,6 +135,6 @@ def parse_containers(stdout: str) -> tuple[RunningContainer, ...]:
     return tuple(found)
 
 
-CONTAINERS: Probe[tuple[RunningContainer, ...]] = Probe(
-    name=NAME, argv=("sh", "-c", SCRIPT), parse=parse_containers
-)
+def containers_probe(docker: DockerCli) -> Probe[tuple[RunningContainer, ...]]:
+    """The running containers of the daemon `docker` is aimed at, with their memory."""
+    return Probe(name=NAME, argv=("sh", "-c", SCRIPT, "sh", *docker.base), parse=parse_containers)

@@ -5,9 +5,9 @@ The daemon's platform decides which image variant a node can run (`linux/arm64` 
 When the client cannot reach the daemon, `docker version` still prints the client half as JSON
 (`"Server":null`) and exits 1 with `Cannot connect to the Docker daemon at ...` on stderr
 (captured: `tests/fixtures/probes/docker_version/client-only-daemon-down.*`). That is an answer,
-not a broken probe: `DOCKER_VERSION` returns a `DockerVersion` with `server_version=None` and the
-daemon's complaint in `server_error`, so preflight can say "docker daemon down on node X"
-instead of "probe failed". Output that is not the client's JSON still raises `ProbeParseError`
+not a broken probe: `docker_version_probe` returns a `DockerVersion` with `server_version=None`
+and the daemon's complaint in `server_error`, so preflight can say "docker daemon down on node
+X" instead of "probe failed". Output that is not the client's JSON still raises `ProbeParseError`
 (for instance `docker: command not found`).
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
 from orchestrator.probes.base import Probe, excerpt, fail
 
@@ -95,9 +96,11 @@ def _daemon_unreachable(exit_status: int | None, stdout: str, stderr: str) -> Do
     return parse_docker_version(stdout, server_error=complaint)
 
 
-DOCKER_VERSION: Probe[DockerVersion] = Probe(
-    name=NAME,
-    argv=("docker", "version", "--format", "{{json .}}"),
-    parse=parse_docker_version,
-    on_failure=_daemon_unreachable,
-)
+def docker_version_probe(docker: DockerCli) -> Probe[DockerVersion]:
+    """`docker version` of the client and of the daemon `docker` is aimed at."""
+    return Probe(
+        name=NAME,
+        argv=docker("version", "--format", "{{json .}}"),
+        parse=parse_docker_version,
+        on_failure=_daemon_unreachable,
+    )

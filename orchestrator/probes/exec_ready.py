@@ -37,6 +37,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, tail
 from orchestrator.transport.base import Transport
 
@@ -100,7 +101,7 @@ _TELLING = re.compile(r"rror|failed|Cannot|[Nn]o such|denied|not found")
 def exec_ready_argv(
     image: str,
     *,
-    docker: Sequence[str] = ("docker",),
+    docker: DockerCli,
     command: Sequence[str] = ("/bin/sh", "-c", "true"),
     name: str | None = None,
 ) -> tuple[str, ...]:
@@ -109,8 +110,7 @@ def exec_ready_argv(
     if not command:
         raise ValueError("the exec-readiness command is empty")
     entrypoint, *args = command
-    return (
-        *docker,
+    return docker(
         "run",
         "--rm",
         "--pull",
@@ -165,7 +165,6 @@ async def wait_exec_ready(
     image: str,
     *,
     window_s: float = DEFAULT_WINDOW_S,
-    docker: Sequence[str] = ("docker",),
     command: Sequence[str] = ("/bin/sh", "-c", "true"),
     initial_wait_s: float = 0.5,
     max_wait_s: float = 8.0,
@@ -176,6 +175,7 @@ async def wait_exec_ready(
     first `docker run`); a timed-out try leaves no container behind (`docker rm -f` by name).
     Connection errors propagate: they are the node's failure, not the image's."""
     node = transport.node.name
+    docker = DockerCli.of(transport.node)
     started = time.monotonic()
     tries = 0
     first: str | None = None
@@ -243,6 +243,6 @@ class _Fatal(Exception):
     pass
 
 
-async def _remove(transport: Transport, docker: Sequence[str], name: str) -> None:
+async def _remove(transport: Transport, docker: DockerCli, name: str) -> None:
     with contextlib.suppress(ClusterError, TimeoutError):
-        await asyncio.wait_for(transport.run([*docker, "rm", "-f", name], timeout_s=30), 35)
+        await asyncio.wait_for(transport.run(docker.rm(name, force=True), timeout_s=30), 35)

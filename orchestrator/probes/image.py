@@ -32,10 +32,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
 from orchestrator.probes.base import Probe, excerpt, fail
 from orchestrator.probes.host import oci_arch
-from orchestrator.probes.runtime import DOCKER_INFO, parse_docker_info
+from orchestrator.probes.runtime import docker_info_down, docker_info_probe, parse_docker_info
 
 NAME = "image_inspect"
 STORE_NAME = "image_store"
@@ -132,7 +133,7 @@ def parse_image_inspect(reference: str, stdout: str) -> ImageFacts:
     )
 
 
-def image_inspect_probe(reference: str, docker: tuple[str, ...] = ("docker",)) -> Probe[ImageFacts]:
+def image_inspect_probe(reference: str, docker: DockerCli) -> Probe[ImageFacts]:
     """`docker image inspect` of one reference; `docker` is the client argv (`--host` added when
     the inventory names the node's daemon)."""
 
@@ -143,7 +144,7 @@ def image_inspect_probe(reference: str, docker: tuple[str, ...] = ("docker",)) -
 
     return Probe(
         name=NAME,
-        argv=(*docker, "image", "inspect", "--format", "{{json .}}", reference),
+        argv=docker("image", "inspect", "--format", "{{json .}}", reference),
         parse=lambda stdout: parse_image_inspect(reference, stdout),
         on_failure=absent,
     )
@@ -204,25 +205,20 @@ def parse_image_store(stdout: str, stderr: str = "") -> ImageStore:
 
 
 def _store_on_failure(exit_status: int | None, stdout: str, stderr: str) -> ImageStore | None:
-    if DOCKER_INFO.on_failure is None:
-        return None
-    info = DOCKER_INFO.on_failure(exit_status, stdout, stderr)
+    info = docker_info_down(exit_status, stdout, stderr)
     if info is None:
         return None
     return ImageStore(reachable=False, error=info.error)
 
 
-def image_store_probe(docker: tuple[str, ...] = ("docker",)) -> Probe[ImageStore]:
+def image_store_probe(docker: DockerCli) -> Probe[ImageStore]:
     """The runtime probe's `docker info`, read for the image store and platform."""
     return Probe(
         name=STORE_NAME,
-        argv=(*docker, *DOCKER_INFO.argv[1:]),
+        argv=docker_info_probe(docker).argv,
         parse=parse_image_store,
         on_failure=_store_on_failure,
     )
-
-
-IMAGE_STORE = image_store_probe()
 
 
 # -- the tools a chain hop needs --------------------------------------------------------------

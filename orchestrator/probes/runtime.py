@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
 from orchestrator.probes.base import Probe, excerpt, fail
 
@@ -90,16 +91,18 @@ def parse_docker_info(stdout: str, stderr: str = "") -> DockerInfo:
     )
 
 
-def _daemon_down(exit_status: int | None, stdout: str, stderr: str) -> DockerInfo | None:
+def docker_info_down(exit_status: int | None, stdout: str, stderr: str) -> DockerInfo | None:
     """Docker 28's client: exit 1, the empty server fields as JSON, the reason on stderr."""
     if exit_status == 1 and stdout.strip().startswith("{"):
         return parse_docker_info(stdout, stderr)
     return None
 
 
-DOCKER_INFO: Probe[DockerInfo] = Probe(
-    name=NAME,
-    argv=("docker", "info", "--format", "{{json .}}"),
-    parse=parse_docker_info,
-    on_failure=_daemon_down,
-)
+def docker_info_probe(docker: DockerCli) -> Probe[DockerInfo]:
+    """`docker info` of the daemon `docker` is aimed at."""
+    return Probe(
+        name=NAME,
+        argv=docker("info", "--format", "{{json .}}"),
+        parse=parse_docker_info,
+        on_failure=docker_info_down,
+    )

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import (
     BootFailed,
     CommandFailed,
@@ -30,6 +31,11 @@ SAMPLE_TIMEOUT_S = 4.0  # under the 2 s cadence's double: a hung node shows up a
 # deadline of its own, so on a cut link it waits for the connection's keepalive (~60 s). Every
 # call here is bounded as a whole: its timeout plus this.
 OPEN_GRACE_S = 1.0
+
+
+def _cli(spec: RankSpec) -> DockerCli:
+    """The rank's node's docker client: the same daemon the launch plan started it on."""
+    return DockerCli.of(spec.node)
 
 
 def _sampler_source() -> str:
@@ -90,10 +96,7 @@ class DockerRuntime:
     async def follow(
         self, spec: RankSpec, since: str | None
     ) -> AsyncGenerator[tuple[str, list[bytes]], None]:
-        argv = ["docker", "logs", "-f", "--timestamps"]
-        if since:
-            argv += ["--since", since]
-        argv.append(spec.name)
+        argv = _cli(spec).logs(spec.name, follow=True, since=since)
         # Docker's log lines end at \n only (a tqdm \r stays inside its line); bytes are handed
         # on as read, a chunk's whole lines at a time, never decoded or re-joined here.
         partial = dict.fromkeys(STREAMS, b"")
@@ -113,14 +116,12 @@ class DockerRuntime:
                 yield stream_name, [rest + b"\n"]
 
     async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
-        result = await self._run(spec, ["docker", "logs", "--timestamps", spec.name], timeout_s=300)
+        result = await self._run(spec, _cli(spec).logs(spec.name), timeout_s=300)
         result.check()  # never hand back an error message as the rank's log
         return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
 
     async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
-        result = await self._run(
-            spec, ["docker", "logs", "--timestamps", "--tail", str(lines), spec.name], timeout_s=30
-        )
+        result = await self._run(spec, _cli(spec).logs(spec.name, tail=lines), timeout_s=30)
         result.check()
         return [
             (stream, line.encode() + b"\n")
@@ -131,7 +132,7 @@ class DockerRuntime:
 
     async def state(self, spec: RankSpec) -> ExitState:
         result = await self._run(
-            spec, ["docker", "inspect", "--format", "{{json .State}}", spec.name], timeout_s=30
+            spec, _cli(spec).inspect(spec.name, "{{json .State}}"), timeout_s=30
         )
         if not result.ok:
             if "No such" in result.stderr:
@@ -150,7 +151,7 @@ class DockerRuntime:
         )
 
     async def inspect(self, spec: RankSpec) -> dict[str, Any]:
-        result = await self._run(spec, ["docker", "inspect", spec.name], timeout_s=30)
+        result = await self._run(spec, _cli(spec).inspect(spec.name), timeout_s=30)
         result.check()
         data = json.loads(result.stdout)
         return dict(data[0]) if data else {}
@@ -193,6 +194,6 @@ class DockerRuntime:
         )
 
     async def stop(self, spec: RankSpec, *, remove: bool = False) -> None:
-        await self._run(spec, ["docker", "stop", "-t", "10", spec.name], timeout_s=60)
+        await self._run(spec, _cli(spec).stop(spec.name), timeout_s=60)
         if remove:
-            await self._run(spec, ["docker", "rm", spec.name], timeout_s=60, check=True)
+            await self._run(spec, _cli(spec).rm(spec.name), timeout_s=60, check=True)

@@ -20,6 +20,7 @@ import structlog
 
 from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ClusterError
+from orchestrator.models.events import FollowInterrupted, VerdictRecord, WatcherWarning
 from orchestrator.models.run import (
     Event,
     Finding,
@@ -37,6 +38,7 @@ from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import sample_fields
 from orchestrator.supervisor.follower import Follower
+from orchestrator.supervisor.metrics import write_metrics
 from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
@@ -92,14 +94,14 @@ class Supervisor:
     def fold(self, event: Event) -> None:
         self.state = reduce(self.state, event)
         if not isinstance(event, (LogLine, Sample)):
-            self.run_dir.append_event(event.model_dump(mode="json"))
+            self.run_dir.append_event(event)
 
     def _on_lines(self, rank: int, stream: str, texts: list[str]) -> None:
         # Log lines are not events.jsonl records (the rank logs are); one fold for the batch.
         self.state = reduce_lines(self.state, rank, self.clock(), texts)
 
     def _on_trouble(self, rank: int, reason: str) -> None:
-        self.run_dir.append_event({"kind": "follow_interrupted", "rank": rank, "reason": reason})
+        self.run_dir.append_event(FollowInterrupted(rank=rank, reason=reason))
 
     def mark_started(self, spec: RankSpec) -> None:
         self.fold(RankStarted(ts=self.clock(), rank=spec.rank, container=spec.name))
@@ -181,6 +183,7 @@ class Supervisor:
     def _publish(self, phase: str, verdict: Finding | None = None) -> None:
         v = self.view(phase, verdict)
         self.run_dir.write_status(v)
+        write_metrics(self.run_dir, v)  # metrics.prom, for node_exporter's textfile collector
         if self.on_view:
             self.on_view(v)
 
@@ -193,7 +196,7 @@ class Supervisor:
             if key not in self.warned:
                 self.warned.add(key)
                 self.warnings.append(f)
-                self.run_dir.append_event({"kind": "warning", **f.model_dump(mode="json")})
+                self.run_dir.append_event(WatcherWarning(**dict(f)))
                 # People see it from the view (the boot's UI prints each warning once, with
                 # its advice); programs read events.jsonl. At warning level it printed twice.
                 log.info("watcher warning", message=f.message, advice=f.advice)
@@ -252,9 +255,7 @@ class Supervisor:
             lock.release()
         phase = "ready" if verdict.outcome is Outcome.READY else "failed"
         self._publish(phase, verdict)
-        self.run_dir.append_event(
-            {"kind": "verdict", "decided_at": decided_at, **verdict.model_dump(mode="json")}
-        )
+        self.run_dir.append_event(VerdictRecord(decided_at=decided_at, **dict(verdict)))
         return verdict
 
     async def _reconcile(self, f: Follower) -> None:

@@ -77,6 +77,8 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             # An unreachable rank may well have finished: its node's log just cannot say so.
             # No rank reports a failed barrier, so the loss is the news (watch_loss names it).
             return []
+        if failed and not stragglers:
+            return _barrier_broken_by_network(s, failed)
         names = ", ".join(f"rank {r.rank} ({r.node})" for r in stragglers) or "unknown"
         first = stragglers[0].rank if stragglers else None
         return [
@@ -138,6 +140,43 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             )
         )
     return findings
+
+
+def _barrier_broken_by_network(s: BootState, failed: list[RankState]) -> list[Finding]:
+    """Every rank had loaded, yet the barrier failed: a peer could not be reached. The rank
+    whose node was lost, else the ranks that did not raise with the others (their link went
+    down, so the barrier could not reach them), is the cause; the ValueErrors are the echo."""
+    lost = sorted(
+        (r for r in s.ranks if r.lost_since is not None and not r.barrier_failed),
+        key=lambda r: r.lost_since or 0.0,
+    )
+    silent = [r for r in s.ranks if not r.barrier_failed and r.phase is not RankPhase.exited]
+    blamed = lost[:1] or silent
+    raised = ", ".join(str(r.rank) for r in failed)
+    if not blamed:
+        return []  # every rank raised: no one to name here (the exits say the rest)
+    names = ", ".join(f"rank {r.rank} ({r.node})" for r in blamed)
+    how = (
+        "became unreachable"
+        if lost
+        else "did not report the barrier failure (its link to the others went down, or it hung)"
+    )
+    return [
+        Finding(
+            watcher="barrier",
+            severity="verdict",
+            rank=blamed[0].rank,
+            outcome=Outcome.NODE_LOST,
+            message=(
+                f"{names} {how} after loading, while the others waited at the post-load "
+                f"barrier; their ValueError (ranks {raised}) is the consequence"
+            ),
+            advice=(
+                f"check {names}: the node, its fabric link and interface (carrier, address), "
+                "and the route between the nodes; a wider barrier window would not help"
+            ),
+        )
+    ]
 
 
 def watch_page_cache(s: BootState, cfg: WatchConfig) -> list[Finding]:

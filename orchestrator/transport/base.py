@@ -7,18 +7,25 @@ argv lists; the SSH transport quotes them with `shlex.join`, never by interpolat
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from orchestrator.errors import CommandFailed
+from orchestrator.errors import CommandFailed, ConfigError
 from orchestrator.models.inventory import Node
 
 # OpenSSH allows 10 sessions per connection (MaxSessions); stay under it so that followers,
 # samplers and one-off commands on one node never see "open failed: administratively prohibited".
 DEFAULT_CHANNEL_BUDGET = 8
+# Nodes asked at once by checks and probes. Each node gets one connection, so no sshd limit is
+# in play; the controller's CPU is (every handshake is a key exchange, ~5 ms of Python here).
+# 16 keeps an 8-node cluster in one wave and a large inventory from starving the event loop's
+# timeouts; `--fanout` sets it.
+DEFAULT_FANOUT = 16
+MAX_FANOUT = 1024
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,21 @@ class ConnectOptions:
     keepalive_count_max: int = 4
     channel_budget: int = DEFAULT_CHANNEL_BUDGET
     accept_new_host_keys: bool = False
+    fanout: int = DEFAULT_FANOUT
+
+    def __post_init__(self) -> None:
+        # 0 would mean "no deadline" to asyncssh and a negative one fails per node later:
+        # both are the user's typo, said once, before any node is asked.
+        t = self.connect_timeout_s
+        if not (isinstance(t, int | float) and math.isfinite(t) and t > 0):
+            raise ConfigError(
+                f"--connect-timeout {t!r}: expected seconds greater than 0", where="options"
+            )
+        if not (isinstance(self.fanout, int) and 1 <= self.fanout <= MAX_FANOUT):
+            raise ConfigError(
+                f"--fanout {self.fanout!r}: expected 1 to {MAX_FANOUT} nodes at a time",
+                where="options",
+            )
 
 
 @dataclass(frozen=True)

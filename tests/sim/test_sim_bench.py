@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.boot import BootOptions, boot
 from orchestrator.cli.main import main
@@ -47,13 +48,31 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
         sim_env={ENV_PREFILL_RATE: str(PREFILL), ENV_DECODE_RATE: str(DECODE)},
     )
     inventory = load_inventory(builtin_simulated_inventory())
-    result = await asyncio.wait_for(boot(RECIPE, inventory, options=options, store=RunStore()), 240)
+    store = RunStore()
+    booting = asyncio.create_task(
+        asyncio.wait_for(boot(RECIPE, inventory, options=options, store=store), 240)
+    )
+    seen: set[float] = set()  # metrics.prom's view times while the supervisor holds the run
+    while not booting.done():
+        await asyncio.sleep(0.3)
+        run = store.latest()
+        if run is not None and (run.dir / "metrics.prom").exists():
+            found = series((run.dir / "metrics.prom").read_text())
+            seen.update(s.value for s in found.get("cluster_run_updated_timestamp_seconds", []))
+    result = booting.result()
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
+        assert len(seen) >= 3, seen  # rewritten every tick (1 s) through a boot of >10 s
+        found = series((result.run.dir / "metrics.prom").read_text())
+        assert [s.labels["outcome"] for s in found["cluster_run_outcome"] if s.value == 1] == [
+            "READY"
+        ]
+        serving = [s for s in found["cluster_rank_phase"] if s.labels["phase"] == "serving"]
+        assert sorted(int(s.labels["rank"]) for s in serving if s.value == 1) == list(range(8))
         smoke = json.loads((result.run.dir / "smoke.json").read_text())
         assert smoke["ok"] and smoke["answered_model"] == "mistral-large-4", smoke
         assert smoke["answer"].startswith("This is the sglang simulator serving mistral-large-4")
-        assert any(e.get("kind") == "smoke" for e in result.run.events())
+        assert any(e.kind == "smoke" for e in result.run.events())
 
         args = ["bench", result.run.id, "--pp", str(PP), "--tg", str(TG), "--depths", "0,200"]
         args += ["--concurrency", "1,4", "--requests-per-client", "2", "--json"]
@@ -85,3 +104,14 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
     kept = BenchReport.model_validate_json((result.run.dir / "bench.json").read_text())
     assert kept == report
     assert (result.run.dir / "bench.png").stat().st_size > 10_000
+    found = series((result.run.dir / "metrics.prom").read_text())
+    assert len(found["cluster_bench_output_tokens_per_second"]) == 4
+    assert "cluster_rank_bytes_read_total" in found
+
+
+def series(text: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append(sample)
+    return out

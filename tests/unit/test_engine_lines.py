@@ -24,6 +24,7 @@ EXPECTED_FILES = {
     "docker-containerd.yaml",
     "mistral-common-misc.yaml",
     "postmortem-extra.yaml",
+    "postmortem-train.yaml",
 }
 
 

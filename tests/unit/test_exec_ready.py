@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import CommandTimeout, NodeUnreachable
 from orchestrator.models.inventory import Node
 from orchestrator.probes.exec_ready import (
@@ -87,7 +88,7 @@ def test_an_exec_format_error_inside_an_oci_runtime_failure_fails_at_once() -> N
 
 
 def test_the_probe_never_pulls_never_keeps_the_container_and_names_it_for_cleanup() -> None:
-    argv = exec_ready_argv("img:1", docker=("docker", "--host", "unix:///d.sock"), name="x")
+    argv = exec_ready_argv("img:1", docker=DockerCli("unix:///d.sock"), name="x")
     assert argv[:4] == ("docker", "--host", "unix:///d.sock", "run")
     assert "--rm" in argv
     assert argv[argv.index("--pull") + 1] == "never"

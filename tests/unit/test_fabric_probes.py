@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ProbeParseError
 from orchestrator.probes.base import Probe
 from orchestrator.probes.clock import CLOCK, clock_sample, parse_epoch
-from orchestrator.probes.containers import CONTAINERS, parse_labels, parse_size
+from orchestrator.probes.containers import containers_probe, parse_labels, parse_size
 from orchestrator.probes.disk import df_probe, weights_probe
 from orchestrator.probes.peers import peers_probe
 from orchestrator.probes.rdma import RDMA, RdmaInfo, fabric_devices, parse_rdma, twin_key
-from orchestrator.probes.runtime import DOCKER_INFO, DockerInfo
+from orchestrator.probes.runtime import DockerInfo, docker_info_probe
 from orchestrator.probes.sockets import LISTENING, ListeningSocket, holders
 from orchestrator.probes.tcp import (
     connect_probe,
@@ -40,8 +41,8 @@ WEIGHTS = "/models/org/model"
 # One probe per fixture folder; parametrised probes get fixed parameters (goldens depend on them).
 PROBES: dict[str, Probe[Any]] = {
     "rdma": RDMA,
-    "docker_info": DOCKER_INFO,
-    "containers": CONTAINERS,
+    "docker_info": docker_info_probe(DockerCli()),
+    "containers": containers_probe(DockerCli()),
     "listening": LISTENING,
     "df": df_probe(("/var/lib/docker",)),
     "weights_dir": weights_probe(WEIGHTS),

@@ -7,6 +7,7 @@ a hang. docs/hostile-input.md is the table of what is refused and how.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -216,7 +217,8 @@ def test_a_billion_laughs_inventory_is_refused_quickly_with_a_short_line(tmp_pat
     "text, expected",
     [
         ("a: &a [*a]\n", "recursive alias"),
-        ("[" * 5000 + "]" * 5000 + "\n", "nested deeper than 64 levels"),
+        # libyaml's parser stops at its own limit first (1,000 levels), PyYAML's at ours
+        ("[" * 5000 + "]" * 5000 + "\n", "nested deeper than 64 levels|maximum nesting depth"),
         ("x: " + "{a: " * 100 + "1" + "}" * 100 + "\n", "nested deeper than 64 levels"),
     ],
 )
@@ -224,7 +226,7 @@ def test_recursive_and_deep_documents_are_refused(tmp_path, capsys, text, expect
     path = tmp_path / "inv.yaml"
     path.write_text(text)
     code, _, err = run(capsys, "inventory", "show", "-i", str(path))
-    assert code == ExitCode.CONFIG and expected in err
+    assert code == ExitCode.CONFIG and re.search(expected, err)
 
 
 def test_an_oversized_inventory_is_refused_before_it_is_read(tmp_path, capsys):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ImageError
 from orchestrator.images import (
     ChainEvent,
@@ -43,18 +44,18 @@ from orchestrator.images import (
 )
 from orchestrator.probes.image import (
     CHAIN_TOOLS,
-    IMAGE_STORE,
     ImageFacts,
     ImageIdentity,
     ImageStore,
     ImageStoreKind,
     identity_of,
     image_inspect_probe,
+    image_store_probe,
     matches_digest,
     parse_chain_tools,
     same_image,
 )
-from orchestrator.probes.runtime import DOCKER_INFO
+from orchestrator.probes.runtime import docker_info_probe
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "image"
 REF = "ctb/busybox:1"
@@ -72,11 +73,11 @@ def case(folder: str, name: str) -> tuple[int, str, str]:
 
 
 def inspect(name: str, ref: str = REF) -> ImageFacts:
-    return image_inspect_probe(ref).interpret(*case("inspect", name))
+    return image_inspect_probe(ref, DockerCli()).interpret(*case("inspect", name))
 
 
 def store(name: str) -> ImageStore:
-    return IMAGE_STORE.interpret(*case("store", name))
+    return image_store_probe(DockerCli()).interpret(*case("store", name))
 
 
 # -- probes on captured output ---------------------------------------------------------------
@@ -110,7 +111,7 @@ def test_the_image_store_of_the_testbed_is_a_graph_driver_and_the_edited_one_con
 
 
 def test_the_store_probe_is_the_runtime_probes_docker_info_not_a_second_one() -> None:
-    assert IMAGE_STORE.argv == DOCKER_INFO.argv
+    assert image_store_probe(DockerCli()).argv == docker_info_probe(DockerCli()).argv
 
 
 def test_the_chain_tools_of_a_testbed_node_include_zstd_tee_p_and_proc_io() -> None:
@@ -171,7 +172,7 @@ def test_a_containerd_store_reports_another_id_for_the_same_image_and_it_still_m
 def test_an_image_with_another_command_is_not_the_same_image() -> None:
     doc = json.loads(case("inspect", "testbed-busybox")[1])
     doc["Config"]["Cmd"] = ["/bin/true"]
-    other = image_inspect_probe(REF).interpret(0, json.dumps(doc), "")
+    other = image_inspect_probe(REF, DockerCli()).interpret(0, json.dumps(doc), "")
     assert not same_image(
         identity_of(other, ImageStoreKind.containerd),
         identity_of(inspect("testbed-busybox"), ImageStoreKind.containerd),

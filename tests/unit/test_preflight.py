@@ -580,7 +580,7 @@ def fake_cluster(
                 return replies["listener" if "listen(128)" in argv[2] else "connector"]
             if argv[0] == "sh":
                 name = argv[3] if len(argv) > 3 else "rdma"
-                if "docker ps" in argv[2]:
+                if "ps --no-trunc" in argv[2]:
                     name = "containers"
                 elif name == "df-probe":
                     name = "df"
@@ -642,7 +642,7 @@ async def test_the_runner_gathers_facts_tests_the_port_and_writes_the_report_to_
     assert (run.dir / "plans" / "rendezvous.json").exists()
     assert (run.dir / "plans" / "launch.json").exists()
     assert len(json.loads((run.dir / "facts.json").read_text())) == 8
-    assert [e["kind"] for e in run.events()] == ["preflight"]
+    assert [e.kind for e in run.events()] == ["preflight"]
 
 
 async def test_the_runner_reports_a_dropped_connect_and_a_missing_image_together(

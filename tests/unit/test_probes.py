@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ProbeParseError
 from orchestrator.probes.base import Probe
-from orchestrator.probes.docker import DOCKER_VERSION, DockerVersion
+from orchestrator.probes.docker import DockerVersion, docker_version_probe
 from orchestrator.probes.gpu import NVIDIA_SMI, GpuInfo, parse_nvidia_smi
 from orchestrator.probes.host import HOST, HostInfo, oci_arch, parse_uname
 from orchestrator.probes.interfaces import (
@@ -32,6 +33,8 @@ from orchestrator.probes.interfaces import (
 )
 from orchestrator.probes.meminfo import MEMINFO, MemInfo, parse_meminfo, parse_meminfo_table
 from orchestrator.transport.base import CommandResult
+
+DOCKER_VERSION = docker_version_probe(DockerCli())
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "probes"
 UPDATE = os.environ.get("CLUSTER_UPDATE_GOLDENS") == "1"

@@ -11,6 +11,26 @@ from datetime import UTC, datetime
 import pytest
 
 from orchestrator.errors import RunLocked, RunStoreError
+from orchestrator.models.events import (
+    FollowInterrupted,
+    NcclCheck,
+    Preflight,
+    Resumed,
+    Smoke,
+    Step,
+    Stopped,
+    VerdictRecord,
+    WatcherWarning,
+)
+from orchestrator.models.run import (
+    Finding,
+    HeadReady,
+    NodeBack,
+    NodeLost,
+    Outcome,
+    RankExited,
+    RankStarted,
+)
 from orchestrator.runstore import REDACTED, RUN_ID_RE, RunStore, redact
 
 
@@ -40,13 +60,56 @@ def test_runs_are_listed_newest_first_and_found_by_id_or_path(tmp_path):
 
 def test_events_append_one_line_each_and_a_torn_last_line_is_skipped(tmp_path):
     run = RunStore(tmp_path).create()
-    run.append_event({"kind": "connect", "node": "a"})
-    run.append_event({"kind": "rank_started", "rank": 1})
+    run.append_event(Step(step="preflight", detail="8 nodes"))
+    run.append_event(RankStarted(ts=12.5, rank=1, container="cluster-x-r1"))
     with run.events_path.open("a") as fh:
         fh.write('{"kind": "half')  # a crash mid-write
-    kinds = [e["kind"] for e in run.events()]
-    assert kinds == ["connect", "rank_started"]
-    assert all("ts" in e for e in run.events())
+    records = list(run.events())
+    assert [type(e) for e in records] == [Step, RankStarted]
+    assert records[1] == RankStarted(ts=12.5, rank=1, container="cluster-x-r1")
+    assert abs(records[0].ts - time.time()) < 60  # epoch seconds, stamped when written
+    assert len(run.events_path.read_text().splitlines()) == 3
+
+
+def test_every_record_kind_round_trips_through_the_file_as_itself(tmp_path):
+    run = RunStore(tmp_path).create()
+    finding = Finding(watcher="barrier", severity="warning", rank=5, message="rank 5 is late")
+    verdict = Finding(
+        watcher="exits", severity="verdict", rank=2, message="m", outcome=Outcome.RANK_EXITED
+    )
+    written = [
+        Step(step="start", detail="8 ranks"),
+        Resumed(bytes_preserved=10),
+        FollowInterrupted(rank=1, reason="dropped"),
+        WatcherWarning(**dict(finding)),
+        VerdictRecord(decided_at=3.0, **dict(verdict)),
+        Smoke(ok=True, endpoint="http://h:1", expected_model="m"),
+        Preflight(ok=False, errors=1, warnings=0, problems=("error: n1: no image",)),
+        NcclCheck(ok=False, culprits=(5,), elapsed_s=2.5),
+        Stopped(began=4.0, saved=(0, 1), removed=("c0", "c1"), gone=()),
+        RankExited(ts=1.0, rank=2, exit_code=1, oom_killed=True),
+        NodeLost(ts=1.0, rank=3, reason="timeout"),
+        NodeBack(ts=2.0, rank=3),
+        HeadReady(ts=3.0, latency_s=0.1),
+    ]
+    for record in written:
+        run.append_event(record)
+    assert list(run.events()) == written
+    # The file says `kind` on every line, flat: what programs (and the postmortem) read.
+    lines = [json.loads(x) for x in run.events_path.read_text().splitlines()]
+    assert [x["kind"] for x in lines][:4] == ["step", "resumed", "follow_interrupted", "warning"]
+    assert lines[3]["watcher"] == "barrier" and lines[3]["rank"] == 5
+
+
+def test_an_older_runs_iso_timestamps_and_a_newer_versions_kinds_are_read(tmp_path):
+    run = RunStore(tmp_path).create()
+    with run.events_path.open("w") as fh:
+        fh.write('{"kind":"step","step":"twin","detail":"","ts":"2026-11-30T10:00:00+00:00"}\n')
+        fh.write('{"kind":"from_the_future","ts":1.0}\n')
+        fh.write('{"kind":"stopped","began":5.0,"saved":[0],"removed":[],"gone":[],"ts":6.0}\n')
+    records = list(run.events())
+    assert records[0] == Step(step="twin", ts=1796032800.0)
+    assert records[1] == Stopped(began=5.0, saved=(0,), ts=6.0)
 
 
 def test_status_is_replaced_atomically_and_leaves_no_temporary_files(tmp_path):
@@ -62,7 +125,9 @@ def test_secrets_are_redacted_in_every_writer(tmp_path):
     env = {"HF_TOKEN": "hf_abc", "NCCL_SOCKET_IFNAME": "enp1s0f1np1", "WANDB_API_KEY": "k"}
     inspect = [{"Config": {"Env": ["HF_TOKEN=hf_abc", "PATH=/usr/bin", "MY_PASSWORD=pw"]}}]
     run.write_manifest({"env": env, "argv": ["docker", "run", "-e", "HF_TOKEN=hf_abc"]})
-    run.append_event({"kind": "env", "env": env})
+    run.append_event(
+        Preflight(ok=False, errors=2, warnings=0, problems=tuple(inspect[0]["Config"]["Env"]))
+    )
     run.write_status({"env": env})
     run.write_json("rank-0/inspect.json", inspect)
     for path in [

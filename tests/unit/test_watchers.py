@@ -222,6 +222,30 @@ def test_a_rank_whose_node_went_silent_when_the_window_closes_is_lost_not_a_barr
     assert (verdict.outcome, verdict.rank) == (Outcome.BARRIER_TIMEOUT, 3)
 
 
+def test_a_node_lost_after_loading_is_blamed_when_the_barrier_breaks_on_it():
+    """Issue 15.6: every rank loaded, rank 3's node went away, the others' barrier raised: the
+    verdict names rank 3 and the network, not 'unknown had not finished loading'."""
+    b = Boot()
+    b.read([200] * 4, 60)
+    assert all(r.phase.finished_loading for r in b.state.ranks)
+    b.fold(NodeLost(ts=b.now, rank=3, reason="connection lost"))
+    b.now += 1
+    raise_barrier(b, range(3))
+    v = verdict_of(b)
+    assert (v.outcome, v.rank) == (Outcome.NODE_LOST, 3)
+    assert "rank 3 (node3) became unreachable" in v.message and "unknown" not in v.message
+    assert Outcome.NODE_LOST.category == "rendezvous-network"
+
+
+def test_a_rank_whose_link_went_down_is_the_one_that_did_not_raise_with_the_others():
+    b = Boot()
+    b.read([200] * 4, 60)
+    raise_barrier(b, range(1, 4))  # rank 0 reachable by the controller, cut off from its peers
+    v = verdict_of(b)
+    assert (v.outcome, v.rank) == (Outcome.NODE_LOST, 0)
+    assert "rank 0 (node0) did not report the barrier failure" in v.message
+
+
 def test_page_cache_starvation_warns_with_the_numbers_and_never_suggests_dropping_caches():
     b = Boot()
     b.fold(Sample(ts=1, rank=0, mem_free=int(1.6 * GiB), mem_available=31 * GiB, cached=30 * GiB))

@@ -26,6 +26,7 @@ from orchestrator.preflight.checks.resources import (
     _check_peers,
     _check_weights,
 )
+from orchestrator.preflight.checks.weights_copies import _check_weights_copies
 
 if TYPE_CHECKING:
     from orchestrator.preflight.judge import _Judge
@@ -46,6 +47,8 @@ CHECKS: dict[str, str] = {
     "rdma": "RDMA devices named by NCCL_IB_HCA exist and are ACTIVE; /dev/infiniband exists when "
     "the recipe passes it",
     "weights": "the weights directory exists with the same size on every node",
+    "weights-copy": "every node holds the same complete staged copy (`cluster weights`); "
+    "where none is staged, the load-time estimate from shared storage",
     "memory": "enough free memory for a rank",
     "containers": "no other container holds memory, no rank of an earlier run still runs",
     "disk": "free disk where the image lands",
@@ -68,6 +71,7 @@ _CHECK_FUNCTIONS: tuple[tuple[str, Callable[[_Judge], None]], ...] = (
     ("gpu", _check_gpu),
     ("rdma", _check_rdma),
     ("weights", _check_weights),
+    ("weights-copy", _check_weights_copies),
     ("memory", _check_memory),
     ("containers", _check_containers),
     ("disk", _check_disk),

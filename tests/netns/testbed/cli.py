@@ -69,7 +69,18 @@ def _build_parser() -> argparse.ArgumentParser:
     dn = sub.add_parser("down", help="tear everything down")
     dn.add_argument("--keep-logs", default=None, help="copy node logs to this folder first")
     sub.add_parser("status", help="per node: namespace, daemons, addresses")
-    sub.add_parser("heal", help="undo every fault")
+    sub.add_parser("heal", help="undo every fault (and the session settings)")
+    se = sub.add_parser("session", help="what SSH sessions on the nodes find (print, or change)")
+    se.add_argument(
+        "--docker-env",
+        choices=["on", "off"],
+        default=None,
+        help="sshd exports DOCKER_HOST (on, the default) or not (off: only the inventory's "
+        "docker_host reaches a node's daemon)",
+    )
+    se.add_argument(
+        "--shell-delay", type=float, default=None, help="seconds root's ~/.bashrc sleeps (0: none)"
+    )
     sub.add_parser("pids", help="every PID the testbed recorded")
     s = sub.add_parser("ssh", help="ssh to a node with the testbed key and known_hosts")
     s.add_argument("node")
@@ -190,6 +201,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.cmd == "heal":
             fixed = tb.heal()
             print("healed: " + (", ".join(fixed) if fixed else "nothing to fix"))
+            return 0
+        if a.cmd == "session":
+            now = tb.set_session(
+                docker_env=None if a.docker_env is None else a.docker_env == "on",
+                shell_delay_s=a.shell_delay,
+            )
+            env = "on" if now.docker_env else "off"
+            print(f"session: docker-env {env}, shell delay {now.shell_delay_s:g} s")
             return 0
         if a.cmd == "pids":
             print(" ".join(str(p) for p in tb.recorded_pids()))

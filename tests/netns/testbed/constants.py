@@ -50,4 +50,6 @@ NODE_VIEWS = (
     ("etc-netplan", "/etc/netplan"),
     ("root-home", "/root"),
     ("root-ssh", "/root/.ssh"),
+    # Each node's own disk for model weights (`cluster weights`): eight copies are eight copies.
+    ("models", "/models"),
 )

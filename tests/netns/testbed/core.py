@@ -13,6 +13,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,19 @@ from .constants import (
 from .errors import TestbedError
 from .node import Node
 from .prerequisites import default_root
+
+
+@dataclass(frozen=True)
+class Session:
+    """What an SSH session on a node finds (tests/netns/testbed/session.py changes it)."""
+
+    docker_env: bool = True
+    """sshd exports DOCKER_HOST=<the node's socket>."""
+    shell_delay_s: float = 0.0
+    """root's ~/.bashrc sleeps this long: every command sshd runs starts that much later."""
+
+
+DEFAULT_SESSION = Session()
 
 
 class TestbedCore:
@@ -188,6 +202,10 @@ class TestbedCore:
         state = self.state()
         pids = [int(r["pid"]) for r in state.get("history", []) if r.get("pid")]
         return sorted(set(pids))
+
+    def session(self) -> Session:
+        saved = self.state().get("session") or {}
+        return Session(**saved) if saved else DEFAULT_SESSION
 
     def is_up(self) -> bool:
         return (self.state().get("status")) == "up"

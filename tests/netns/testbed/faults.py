@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .constants import LAZY_UNPACK_ERROR, NETS, NFT_TABLE, REAL_DOCKER
-from .daemons import DaemonsMixin
 from .errors import TestbedError
 from .node import Node
 from .probes import _tcp_connects
 from .processes import _rec_alive, _run, _spawn, _tail, pid_alive, terminate
+from .session import SessionMixin
 
 # A TCP listener that accepts every connection and never says a word (an "sshd" that hangs).
 _SILENT_LISTENER = """import socket, sys, time
@@ -85,7 +85,7 @@ exec "$REAL" "$@"
 """
 
 
-class FaultsMixin(DaemonsMixin):
+class FaultsMixin(SessionMixin):
     """nftables, docker wrapper and listener faults, and `heal`."""
 
     # ---- faults: nftables in the node ------------------------------------------------------
@@ -282,6 +282,7 @@ class FaultsMixin(DaemonsMixin):
         if any(v.get("listeners") for v in state.get("nodes", {}).values()):
             self.stop_listeners()
             fixed.append("listeners")
+        fixed += self._heal_session()
         for which in ("containerd", "dockerd", "sshd"):
             todo = [
                 nd

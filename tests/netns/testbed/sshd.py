@@ -28,6 +28,7 @@ mount --bind "$node_dir/etc-systemd" /etc/systemd
 mount --bind "$node_dir/etc-netplan" /etc/netplan
 mount --bind "$node_dir/root-home" /root
 mount --bind "$node_dir/root-ssh" /root/.ssh
+mount --bind "$node_dir/models" /models
 printf '%s' "$host" > /proc/sys/kernel/hostname
 exec "$@"
 """
@@ -79,9 +80,16 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 MaxStartups 100:30:200
-SetEnv DOCKER_HOST={nd.docker_host} PATH={nd.node_path}
+{self._set_env(nd)}
 Subsystem sftp internal-sftp
 """
+
+    def _set_env(self, nd: Node) -> str:
+        """sshd's `SetEnv` line: PATH, and DOCKER_HOST unless the session setting hides it."""
+        env = f"PATH={nd.node_path}"
+        if self.session().docker_env:
+            env = f"DOCKER_HOST={nd.docker_host} {env}"
+        return f"SetEnv {env}"
 
     def _spawn_sshd(self, nd: Node) -> dict[str, Any]:
         argv = [

@@ -1,0 +1,187 @@
+"""The traceback fallback: an exception no signature names, mapped by family to a category.
+
+When no signature matches, the last words of a failing program are still telling: the type
+and message of the exception it died of (`huggingface_hub.errors.GatedRepoError: ...`,
+`torch.OutOfMemoryError: ...`, `AttributeError: 'Fp8MoEMethod' object has no attribute ...`).
+`exception_of` reads one such line (or a `raise X("...")` line whose message line was cut from
+a paste); `classify` maps its class and message to a category by family, with `medium`
+confidence when the class or a telling phrase names the family, `low` when only a loose word
+does. Families are tried in order, the specific before the general. A line that maps to no
+family still shows that the boot failed (it is never `ready`), and stays `unknown`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# `pkg.mod.ClassNameError: message` or `ClassNameError [address=...]: message`, anywhere after a
+# prefix (a rank tag, a logger's head, a quote); the class must look like an exception's.
+_SUFFIX = r"(?:Error|Exception|Exit|Interrupt|NotFound|IsEnabled|Failure)"
+EXCEPTION = re.compile(
+    r"(?:^|[\s:\]>|(\"'`])(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")"
+    r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
+)
+RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
+# IPython/Jupyter print the class before the traceback: `EntryNotFoundError   Traceback (...)`
+NOTEBOOK = re.compile(
+    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\s{2,}Traceback"
+)
+TRACEBACK = "Traceback (most recent call last)"
+KEYWORDS: tuple[bytes, ...] = (
+    b"Error",
+    b"Exception",
+    b"NotFound",
+    b"IsEnabled",
+    TRACEBACK.encode(),
+)
+"""Literal text every exception line holds: the scan's prefilter for them."""
+
+
+@dataclass(frozen=True)
+class Family:
+    category: str
+    confidence: str  # medium: the class or a telling phrase; low: a loose word
+    cls: re.Pattern[str] | None  # the class name (last dotted part) must match, if given
+    msg: re.Pattern[str] | None  # the message (or the class) must match, if given
+    why: str
+    frames: re.Pattern[str] | None = None  # or: the traceback's file paths match this
+
+
+def _f(
+    category: str,
+    confidence: str,
+    cls: str | None,
+    msg: str | None,
+    why: str,
+    frames: str | None = None,
+) -> Family:
+    return Family(
+        category,
+        confidence,
+        re.compile(cls) if cls else None,
+        re.compile(msg) if msg else None,
+        why,
+        re.compile(frames) if frames else None,
+    )
+
+
+FAMILIES: tuple[Family, ...] = (
+    _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
+    _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
+    _f(
+        "unsupported-arch-kernel",
+        "medium",
+        None,
+        r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
+        r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
+        r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|"
+        r"(?i:not supported on (?:this|your) (?:gpu|device))",
+        "a kernel or build that does not run on this GPU",
+    ),
+    _f(
+        "moe-runner",
+        "medium",
+        r"AttributeError|NotImplementedError|KeyError|ValueError|RuntimeError|AssertionError",
+        r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_",
+        "the MoE layer or runner",
+        frames=r"fused_moe|/moe/|_moe\.py|moe_runner|moe_gemm",
+    ),
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"EntryNotFound|RepositoryNotFound|RevisionNotFound|GatedRepo|HFValidation|HfHubHTTP|"
+        r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$",
+        None,
+        "the Hugging Face hub or the model config",
+    ),
+    _f(
+        "weights-files",
+        "medium",
+        r"Safetensor|FileNotFoundError|OSError|ValueError|KeyError|RuntimeError|EOFError|"
+        r"UnpicklingError",
+        r"\.safetensors|[Ss]afe[Tt]ensors|state_dict|\bshards?\b|model weights|weights? file|"
+        r"\.bin\b|\.pt\b|checkpoint|index\.json",
+        "the weight files",
+    ),
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|Exception",
+        r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat template|[Rr]epo id|"
+        r"config format|gated repo|is restricted|preprocessor_config|generation_config",
+        "the tokenizer or the model config",
+    ),
+    _f(
+        "rendezvous-network",
+        "medium",
+        r"DistNetworkError|DistStoreError|DistBackendError|Connection\w*Error|IoException|"
+        r"gaierror|socket\.timeout|^timeout$",
+        None,
+        "torch.distributed's rendezvous or a peer connection",
+    ),
+    _f(
+        "rendezvous-network",
+        "medium",
+        None,
+        r"nccl(?:Internal|System|Remote|InvalidUsage|Unhandled)|NCCL error|[Gg]loo|"
+        r"Connection (?:refused|reset|closed|timed out)|TCPStore|rendezvous|MASTER_ADDR|"
+        r"[Ss]ocket|[Nn]etwork is unreachable|[Nn]o route to host",
+        "the network between the ranks",
+    ),
+    _f(
+        "watchdog-timeout",
+        "low",
+        r"Timeout|TimeoutError",
+        r"[Tt]imed? ?out|[Tt]imeout|[Ww]atchdog|[Hh]eartbeat",
+        "a timer that fired",
+    ),
+    _f(
+        "config-validator-refusal",
+        "low",
+        r"NotImplementedError|ValueError|AssertionError|TypeError|RuntimeError|AttributeError|"
+        r"Exception",
+        r"(?i)not supported|does not support|unsupported|not implemented|divisible by|"
+        r"head ?(?:size|dim)|backend|quantization|dtype|is not valid|only supports?|"
+        r"invalid|requires|not compatible|incompatible",
+        "the engine refusing the flags or backend for this model",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Raised:
+    cls: str  # the full dotted class name as printed
+    msg: str
+
+    @property
+    def name(self) -> str:
+        return self.cls.rsplit(".", 1)[-1]
+
+
+def exception_of(text: str) -> Raised | None:
+    """The exception a line states (`Cls: message`, or a `raise Cls(...)` line), if any."""
+    if m := RAISE.search(text):
+        return Raised(m.group("cls"), m.group("msg").strip().rstrip(")"))
+    m = EXCEPTION.search(text)
+    if m is not None:
+        return Raised(m.group("cls"), m.group("msg").strip())
+    if m := NOTEBOOK.search(text):
+        return Raised(m.group("cls"), "")
+    if TRACEBACK in text:  # a traceback whose last line was cut: it failed, saying not why
+        return Raised("Traceback", "(most recent call last)")
+    return None
+
+
+def classify(raised: Raised, frames: str = "") -> Family | None:
+    """The first family whose class pattern holds and whose message pattern holds (or, for a
+    family that knows where its errors are raised, whose frames match `frames`)."""
+    subject = f"{raised.cls}: {raised.msg}"
+    for fam in FAMILIES:
+        if fam.cls is not None and not fam.cls.search(raised.name):
+            continue
+        said = fam.msg is None or fam.msg.search(subject) is not None
+        if not said and (fam.frames is None or not fam.frames.search(frames)):
+            continue
+        return fam
+    return None

@@ -1,0 +1,115 @@
+"""Pasted logs, tidied before matching: same lines, same line numbers, the noise gone.
+
+Logs given with `--logs` were often copied from a terminal, a compose stack or an issue
+tracker, which dress each line: colour codes (real ESC bytes, or the literal ` [36m`,
+`^[[0;36m`, `#033[2m`, `\\x1b[...m` a tracker or syslog left behind, `<font color=...>`),
+docker-compose's `service  | ` column, Ray's `(pid=123, ip=10.0.0.2)` / `(raylet)` prefix,
+Markdown quoting (`> `, backticks around a line), line numbers from a pasted file, and hard
+wraps at a fixed width that cut a message mid-word. Patterns are written against what the
+program printed, so the dressing comes off first.
+
+The line count never changes, so evidence still points at the pasted file's own lines: a
+hard-wrapped message is joined onto its first line and its continuation lines are left empty.
+The rank prefixes (`[rank3]:`, `(VllmWorker rank=3 pid=...)`, `TP3]`) stay: they say which rank
+printed the line. Run-directory logs come from `docker logs` and are not tidied (they are
+large and undressed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+# Colour codes: real, and as trackers and syslog leave them (the ESC byte gone or escaped).
+_ANSI = re.compile(
+    r"(?:\x1b|\^\[|#033|\\x1b|\\033|\\u001b|\\e)\[[0-9;?]*[A-Za-z]"  # ESC [ ... m
+    r"|(?<![\w\]\[])\[(?:[0-9]{1,3};)*[0-9]{1,3}m"  # ` [36m`: the ESC byte stripped by a paste
+    r"|</?font[^>]*>"
+)
+# docker compose `name-1  | `, `name | ` (a word, spaces, a bar) at the start of a line.
+_COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*\s+\|(?: |$)")
+# Ray's process prefix: `(pid=123)`, `(pid=123, ip=10.0.0.2)`, `(raylet)`, `(raylet, ip=...)`,
+# `(RayWorkerWrapper pid=2202490)`, vLLM's `(APIServer pid=1)`; not `(VllmWorker rank=3 pid=...)`
+# or `(Worker_TP3 pid=...)`: those name a rank.
+_RAY = re.compile(
+    r"^\((?:raylet|gcs_server|(?![A-Za-z_]*TP\d)[A-Za-z_]+ )?(?:pid=\d+)?(?:, ?ip=[\d.:]+)?\)\s?"
+)
+# A terminal pane's box: `│ text   │` (k9s, tmux panes, boxed tables)
+_BOX = re.compile(r"^\s*[│┃║]\s?|\s*[│┃║]\s*$")
+# Markdown the user typed: a quote, a line wrapped in backticks, a pasted file's line number.
+_QUOTE = re.compile(r"^\s*>+ ?")
+_BACKTICKS = re.compile(r"^\s*`{1,3}(.*?)`{1,3}\s*$")
+_LINE_NO = re.compile(r"^\s{0,4}\d{1,5}(?:\s*[|│]\s|:\s(?=\S))")
+_QUOTED = re.compile(r'^\s*"(.*)"\s*$')
+
+WRAP_MIN = 60  # a width under this is not a terminal's or a tracker's wrap
+# A line that starts like a log record is a record of its own, never the tail of a wrapped one
+# (log lines of one shape often share a length: that alone is not a wrap).
+_RECORD_START = re.compile(
+    r"^(?:\[|\(|\d{4}-\d\d-\d\d|\d\d-\d\d |[A-Z]{3,8}[ :]|[IWEF]\d{3,4} |Traceback|\s+File \"|"
+    r"[\w.-]+:\d+:\d+ \[|\w[\w.-]* +\| )"
+)
+WRAP_REPEATS = 2  # lines that must share the width before it is taken for a wrap
+
+
+def tidy_line(line: str) -> str:
+    """One line without colour codes, compose/Ray columns, quoting or pasted line numbers."""
+    text = _ANSI.sub("", line) if ("[" in line or "<font" in line) else line
+    if "│" in text or "┃" in text or "║" in text:
+        text = _BOX.sub("", text)
+    for prefix in (_QUOTE, _COMPOSE, _RAY):
+        text = prefix.sub("", text, count=1)
+    if "`" in text and (m := _BACKTICKS.match(text)):
+        text = m.group(1)
+    if (m := _QUOTED.match(text)) and '"' not in m.group(1):
+        text = m.group(1)
+    return _LINE_NO.sub("", text, count=1)
+
+
+def _wrap_width(lines: list[str]) -> int | None:
+    """The width a paste was hard-wrapped at: the longest length several lines share."""
+    counts = Counter(len(line) for line in lines if len(line) >= WRAP_MIN)
+    widths = [w for w, n in counts.items() if n >= WRAP_REPEATS]
+    return max(widths) if widths else None
+
+
+# `...: No such file or directory: ` and the value (a quoted path) alone on the next line: a
+# paste wrapped the message where it printed its value.
+_CUT_VALUE = re.compile(r":\s*$")
+_VALUE_START = re.compile(r"^\s*[\"'/]")
+
+
+def _join_cut_values(raw: list[str], out: list[str]) -> None:
+    for i in range(len(out) - 1):
+        head, nxt = out[i], out[i + 1]
+        if not (head and nxt and _CUT_VALUE.search(head) and _VALUE_START.match(nxt)):
+            continue
+        if "Error" in head or "Exception" in head:
+            out[i] = head.rstrip() + " " + nxt.strip()
+            out[i + 1] = ""
+
+
+def tidy_text(text: str) -> str:
+    """Every line tidied; hard wraps joined onto their first line. Same number of lines."""
+    raw = text.split("\n")
+    width = _wrap_width([line.rstrip("\r") for line in raw])
+    out = [tidy_line(line) for line in raw]
+    if width is None:
+        _join_cut_values(raw, out)
+        return "\n".join(out)
+    _join_cut_values(raw, out)
+    i = 0
+    while i < len(raw):
+        head = i
+        # a line cut at exactly the wrap width continues on the next one
+        while (
+            i + 1 < len(raw)
+            and len(raw[i].rstrip("\r")) == width
+            and raw[i + 1].strip()
+            and not _RECORD_START.match(out[i + 1])
+        ):
+            out[head] += out[i + 1]
+            out[i + 1] = ""
+            i += 1
+        i += 1
+    return "\n".join(out)
