@@ -93,7 +93,21 @@ def test_a_push_gives_every_node_its_own_verified_copy_and_a_repush_sends_nothin
     assert time.monotonic() - t0 < 60  # generous: the bench measures it
     status = cluster(tb, "status", DEST)
     assert status.returncode == 0, status.stderr
-    assert [n["state"] for n in json.loads(status.stdout)["nodes"]] == ["complete"] * 8
+    nodes = json.loads(status.stdout)["nodes"]
+    assert [n["state"] for n in nodes] == ["complete"] * 8
+    assert all(0 <= n["cached_bytes"] <= n["total_bytes"] for n in nodes)
+    # --warm: never where the engine's claim would not be left intact (the arithmetic is said).
+    status = cluster(tb, "status", DEST, "--warm", "--claim-gib", "100000")
+    warm = json.loads(status.stdout)["warm"]
+    assert sorted(warm) == [nd.name for nd in tb.nodes]
+    for note in warm.values():
+        assert note.startswith("not warmed: Mem") or note == "already in the page cache", note
+        assert "read" not in note
+    status = cluster(tb, "status", DEST, "--warm", "--claim-gib", "0")
+    for note in json.loads(status.stdout)["warm"].values():
+        assert note == "already in the page cache" or (
+            note.startswith("warm: Mem") and "; read 0.0 GiB" in note
+        ), note
 
 
 def test_a_shard_corrupted_on_one_node_is_resent_to_that_node_only(
