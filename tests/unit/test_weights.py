@@ -584,3 +584,27 @@ def test_warm_reads_every_held_file_once(model: Path, tmp_path: Path, capsys: An
     assert prog.warm({"dest": str(dest)}) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["warmed_bytes"] == sum(p.stat().st_size for p in model.iterdir())
+
+
+def test_the_preflight_copy_probe_runs_the_node_program_and_reads_its_answer(
+    model: Path, tmp_path: Path
+) -> None:
+    from orchestrator.weights.copy_probe import copy_probe
+
+    dest = tmp_path / "d"
+    spec = _spec(model, dest)
+    assert recv(spec, stream_of(spec))[0] == 0
+    probe = copy_probe(str(dest))
+    r = subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=60)
+    facts = probe.interpret(r.returncode, r.stdout, r.stderr, node="n1")
+    want = Manifest(
+        model="tiny", files=tuple(FileEntry(**f) for f in spec["manifest"]["files"])
+    ).id()
+    assert facts.manifest_id == want and facts.complete and facts.off == {}
+    (dest / "config.json").unlink()
+    r = subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=60)
+    facts = probe.interpret(r.returncode, r.stdout, r.stderr, node="n1")
+    assert not facts.complete and facts.off == {"config.json": "missing"}
+    empty = copy_probe(str(tmp_path / "never"))
+    r = subprocess.run(list(empty.argv), capture_output=True, text=True, timeout=60)
+    assert empty.interpret(r.returncode, r.stdout, r.stderr, node="n1").manifest_id is None
