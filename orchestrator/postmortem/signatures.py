@@ -173,6 +173,11 @@ class Signature(_Strict):
         description="generic evidence (a bare `Killed`): the cause only when no other "
         "signature of the rank, or of an earlier rank, says more",
     )
+    engine_category: dict[str, Category] = Field(
+        default_factory=dict,
+        description="the category when the rank runs this engine (SGLang's scheduler start "
+        "wraps a gloo monitoredBarrier: there it is the post-load barrier)",
+    )
     engines: Strings = Field(min_length=1)
     versions: str = Field(min_length=1, description="where known; 'any' or 'unknown' otherwise")
     patterns: Annotated[tuple[Pattern, ...], BeforeValidator(_as_tuple)] = Field(min_length=1)
