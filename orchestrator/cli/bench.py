@@ -106,7 +106,7 @@ def bench(
         if s.ok:
             err_console.print(
                 f"smoke: {s.answered_model} answered in {s.latency_s or 0:.2f} s: "
-                f"{s.answer[:100]!r}",
+                f"{(s.answer or f'(thinking) {s.reasoning}')[:100]!r}",
                 markup=False,
             )
         else:
@@ -137,7 +137,7 @@ def bench(
         from orchestrator.serving_bench.render import cpu_line, render_report
 
         if report.levels:
-            console.print(render_report(report))
+            console.print(render_report(report, console.width))
             console.print(cpu_line(report))
         if plot_path is not None:
             console.print(f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json")
