@@ -103,7 +103,7 @@ def _content(chunk: dict[str, Any]) -> str:
 async def _read(
     response: httpx.Response, result: RequestResult, transcript: list[str] | None
 ) -> None:
-    keep(transcript, f"POST {CHAT_PATH} -> HTTP {response.status_code}")
+    keep(transcript, f"-> HTTP {response.status_code}")
     if response.status_code != 200:
         body = (await response.aread()).decode(errors="replace")
         keep(transcript, body)
@@ -152,6 +152,7 @@ async def stream_chat(
 ) -> RequestResult:
     """POST `body` to the chat endpoint and time it; the result carries any error as a line.
     A `transcript` list collects the raw response (status line, then every line received)."""
+    keep(transcript, f"POST {CHAT_PATH} {json.dumps(body)}")
     result = RequestResult(started=time.monotonic(), ended=0.0)
     try:
         async with asyncio.timeout(timeout_s):

@@ -217,7 +217,8 @@ def test_a_failed_smoke_request_is_its_own_failure_kept_with_the_answer(tmp_path
     kept = json.loads((run.dir / "smoke.json").read_text())
     assert not kept["ok"] and "illegal memory access" in kept["problem"]
     raw = (run.dir / "smoke-response.txt").read_text()
-    assert "GET /v1/models -> HTTP 200" in raw and "POST /v1/chat/completions -> HTTP 500" in raw
+    assert "GET /v1/models -> HTTP 200" in raw and "POST /v1/chat/completions {" in raw
+    assert "-> HTTP 500" in raw
     assert '{"object":"error","message":"CUDA error: an illegal memory access"}' in raw
     assert not (run.dir / "bench.json").exists()  # no sweep against a model that fails
 
