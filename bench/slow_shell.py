@@ -132,7 +132,7 @@ def main() -> int:
         f"8 testbed nodes; before = {args.baseline}, after = this checkout; medians of {args.repeat}"
     )
     print(
-        f"{'command':<18}{'shell':>7}{'before s':>10}{'after s':>9}{'ratio':>7}{'starts/node':>14}"
+        f"{'command':<40}{'shell':>7}{'before s':>10}{'after s':>9}{'ratio':>7}{'starts/node':>14}"
     )
     for what, name in WHAT.items():
         for delay in (0.0, args.delay):
@@ -147,7 +147,7 @@ def main() -> int:
             ratio = b["median_s"] / a["median_s"] if a["median_s"] else float("inf")
             starts = f"{b['shell_starts_per_node']} -> {a['shell_starts_per_node']}"
             print(
-                f"{name:<18}{delay:>6g}s{b['median_s']:>10.2f}{a['median_s']:>9.2f}{ratio:>6.1f}x{starts:>14}"
+                f"{name:<40}{delay:>6g}s{b['median_s']:>10.2f}{a['median_s']:>9.2f}{ratio:>6.1f}x{starts:>14}"
             )
     return 0
 
