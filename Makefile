@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types unit system-deps clean
+.PHONY: demo test lint types unit system-deps engine-parsers clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,8 +29,13 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: system-deps lint types
+# The engines tier's side environments: each pinned engine release's own argument parser
+# (tests/engines/parsers/), installed with --no-deps next to .venv's CPU torch. Idempotent.
+engine-parsers: $(STAMP)
+	bash tests/engines/install-parsers.sh $(PY)
+
+test: system-deps lint types engine-parsers
 	$(PY) -m pytest -ra -q
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .engines

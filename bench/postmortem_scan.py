@@ -172,13 +172,15 @@ def main() -> None:
         for name, value in mbps.items():
             print(f"  {name:<36} {value:8.1f} MB/s   (median of {args.repeat})")
         print(f"  matches found by the scan: {matches}")
-        grep_best = max(v for k, v in mbps.items() if k.startswith("grep"))
-        ratio = mbps["scan"] / grep_best
-        ratio_one = mbps["scan (1 process)"] / grep_best
-        verdict = "meets" if ratio >= 0.5 else "MISSES"
+        # The target compares like with like: grep -E with the same patterns, in its fastest
+        # locale (C); the signatures-only grep runs fewer patterns and is shown for scale.
+        same = mbps["grep -E (LC_ALL=C)"]
+        ratio = mbps["scan"] / same
+        ratio_one = mbps["scan (1 process)"] / same
+        verdict = "meets" if ratio_one >= 0.5 else "MISSES"
         print(
-            f"ratio scan / fastest grep -E: {ratio:.2f}x ({verdict} the 0.5x target); "
-            f"one process: {ratio_one:.2f}x"
+            f"ratio scan / grep -E with the same {n_patterns} patterns (LC_ALL=C): "
+            f"{ratio:.2f}x; one process: {ratio_one:.2f}x ({verdict} the 0.5x target)"
         )
 
 

@@ -145,7 +145,7 @@ def bench(
         raise BootFailed(
             f"the smoke request failed: {report.smoke.problem}",
             where=f"run {r.id}",
-            hint=f"what came back is in {r.dir / 'smoke.json'}",
+            hint=f"what came back is in {r.dir / 'smoke.json'} and smoke-response.txt",
         )
     failed = [lv for lv in report.levels if lv.errors]
     if failed:

@@ -19,7 +19,7 @@ from rich.text import Text
 from orchestrator.boot import BootOptions, BootResult, boot
 from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, live_terminal, print_json
 from orchestrator.errors import BootFailed, ClusterError, ExitCode
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.report import render_rich
@@ -235,12 +235,6 @@ def boot_cmd(
         )
         err.exit_code = outcome.exit_code
         raise err
-
-
-def live_terminal() -> bool:
-    """A table redrawn in place needs a terminal that can move its cursor: not a pipe or a
-    file (plain progress lines there), not TERM=dumb."""
-    return console.is_terminal and not console.is_dumb_terminal
 
 
 DETACH_NOTIFY_ENV = "CLUSTER_DETACH_NOTIFY"

@@ -96,10 +96,10 @@ class PushDisplay:
             )
         elif ev.kind == "round":
             p.console.print(f"round {ev.round}: {ev.text}", soft_wrap=True)
-            for name, total in (ev.needs or {}).items():
-                task = self._task(name, total)
-                p.reset(task, total=total, state="")
-            self._task("sent", sum((ev.needs or {}).values()) // max(1, len(ev.needs or {})))
+            needs = ev.needs or {}
+            # the source sends the round's bytes once; every node of the chain receives them
+            for name, total in {"sent": max(needs.values(), default=0), **needs}.items():
+                p.reset(self._task(name, total), total=total, state="")
         elif ev.kind == "progress" and ev.node and ev.bytes is not None:
             task = self._task(ev.node, None)
             p.update(task, completed=ev.bytes)

@@ -17,6 +17,8 @@ MARKERS = (
     ),
     # NCCL picked its bootstrap interface: communicator setup has begun
     marker(M.dist_begin, None, "NCCL INFO Bootstrap", r"NCCL INFO Bootstrap ?: ?Using"),
+    # torch's store is being created (a Python trace stopping here hangs in the rendezvous)
+    marker(M.dist_begin, None, "TCPStore(", r"TCPStore\("),
     # vLLM's Ray executor joined the cluster: the workers' placement begins
     marker(M.dist_begin, None, "Connected to Ray cluster"),
     # NCCL's communicator is up (NCCL_DEBUG=INFO): `comm 0x... rank 0 nranks 8 ... Init COMPLETE`

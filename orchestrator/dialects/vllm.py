@@ -17,6 +17,13 @@ MARKERS = (
     marker(M.server_args, ENGINE, "Initializing an LLM engine", r"Initializing an LLM engine"),
     marker(M.server_args, ENGINE, "Initializing a V1 LLM engine"),
     marker(M.dist_begin, ENGINE, "vLLM is using nccl==", r"vLLM is using nccl==\d"),
+    # the engine starts with tensor parallelism over several processes: their rendezvous begins
+    marker(
+        M.dist_begin,
+        ENGINE,
+        "tensor_parallel_size=",
+        r"Initializing an? (?:V[01] )?LLM engine.*tensor_parallel_size=(?:[2-9]|[1-9][0-9])",
+    ),
     marker(M.dist_init, ENGINE, "world_size=", r"world_size=\d+ rank=\d+"),
     marker(M.dist_init, ENGINE, "in world size", r"rank \d+ in world size \d+ is assigned as"),
     marker(M.load_begin, ENGINE, "Starting to load model"),

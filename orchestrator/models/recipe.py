@@ -314,6 +314,43 @@ class Model(_Strict):
         return v
 
 
+class EngineVersion(_Strict):
+    """Which engine build the image runs, and the public release whose parser checks the argv.
+
+    The test tier `tests/engines/` installs `engine==release` into a side environment and parses
+    every rank's argv with that release's own parser; the simulator imitates the same release's
+    flags and choices (orchestrator/simulator/engine_flags/). On real nodes preflight's
+    `engine-args` check parses with the image's own parser, which has the last word.
+    """
+
+    release: StrictStr = Field(
+        pattern=r"^\d+\.\d+\.\d+$",
+        description="the public release (PyPI version) whose parser checks this recipe's argv",
+    )
+    image_build: StrictStr | None = Field(
+        default=None,
+        description="the version the image itself reports, when it is not a release "
+        "(a dev or vendor build: e.g. 0.1.dev23730+g64053a10b)",
+    )
+    source: StrictStr = Field(
+        min_length=1, description="where the version was read: the image and the seed's line"
+    )
+    beyond_release: list[StrictStr] = Field(
+        default_factory=list,
+        description="flags the image's build accepts and the public release refuses; each is "
+        "explained in docs/recipes.md. The tier requires the release to refuse exactly these "
+        "(and nothing else), so the day a release accepts them the entry must go",
+    )
+
+    @field_validator("beyond_release")
+    @classmethod
+    def _flags(cls, v: list[str]) -> list[str]:
+        for flag in v:
+            if not flag.startswith("--") or "=" in flag:
+                raise ValueError(f"{flag!r}: name one long flag, e.g. --tokenizer-mode")
+        return v
+
+
 _PORT = Annotated[StrictInt, Field(ge=1, le=65535)]
 
 
@@ -424,6 +461,11 @@ class Recipe(_Strict):
     )
 
     engine: Engine
+    engine_version: EngineVersion | None = Field(
+        default=None,
+        description="the engine build in the image and the release whose parser checks args "
+        "(every shipped recipe sets it; tests/engines/)",
+    )
     image: Image
     nodes: StrictInt = Field(ge=1, description="ranks, one per node")
     tp: StrictInt = Field(ge=1, description="{tp}: tensor-parallel size; defaults to nodes")

@@ -58,6 +58,8 @@ def candidates(
 ) -> list[Candidate]:
     out: list[Candidate] = []
     causes: dict[int, Candidate] = {}
+    # the boot's engine when a rank's own lines do not say (one pasted file: one engine)
+    boot_engine = next((e for r in ranks if (e := engine_of(r, hits[r.rank], sigs))), None)
     for r in ranks:
         own = [h for h in hits[r.rank] if h.role == "cause"]
         if not own:
@@ -71,11 +73,12 @@ def candidates(
             first = oom[0]
         c = sigs.by_id[first.signature]
         confidence = "high" if first.via == "log" or (r.exit and r.exit.oom_killed) else "medium"
+        engine = engine_of(r, hits[r.rank], sigs) or boot_engine
         cand = Candidate(
             rank=r.rank,
             strength=2 if c.sig.waits or c.sig.weak else 3,
             ts=earliest(h.evidence.ts for h in (strong or own)),
-            category=c.sig.category,
+            category=c.sig.engine_category.get(engine or "", c.sig.category),
             signature=c.id,
             title=c.sig.title,
             confidence=confidence,
@@ -187,6 +190,18 @@ def candidates(
     return out
 
 
+def engine_of(r: RankFacts, hits: Sequence[Hit], sigs: SignatureSet) -> str | None:
+    """The engine a rank ran: its dialect's milestones say, else a signature only that engine
+    prints (SGLang's sigquit, its scheduler's exception)."""
+    if r.engine:
+        return r.engine
+    for h in hits:
+        engines = sigs.by_id[h.signature].sig.engines
+        if len(engines) == 1 and engines[0] in ("sglang", "vllm"):
+            return engines[0]
+    return None
+
+
 def from_consequences(
     ranks: Sequence[RankFacts],
     hits: Mapping[int, list[Hit]],
@@ -247,9 +262,10 @@ def from_exceptions(ranks: Sequence[RankFacts], prefer: int | None = None) -> Ca
     already points at) wins among equals."""
     found: list[tuple[int, float, int, int, RankFacts, Evidence, Raised, Family]] = []
     for r in ranks:
-        for ev in r.exceptions:
+        frames = r.exception_frames or ("",) * len(r.exceptions)
+        for ev, where in zip(r.exceptions, frames, strict=False):
             raised = exception_of(ev.text)
-            fam = classify(raised) if raised is not None else None
+            fam = classify(raised, where) if raised is not None else None
             if raised is None or fam is None:
                 continue
             ts = ev.ts if ev.ts is not None else float("inf")

@@ -252,8 +252,10 @@ def _rank_facts(
     last: Evidence | None = None
     phase_rank = 0
     exceptions: list[Evidence] = []
+    frames: list[str] = []
     for scan in scans:
         exceptions.extend(_evidence(line, rank) for line in scan.exceptions)
+        frames.extend(scan.frames)
         for m in scan.matches:
             c = sigs.by_id[m.signature]
             hits.append(
@@ -297,6 +299,7 @@ def _rank_facts(
         engine=engine,
         markers=markers,
         exceptions=tuple(exceptions),
+        exception_frames=tuple(frames),
         hits=tuple(hits),
         counts=counts,
         first_line=first,

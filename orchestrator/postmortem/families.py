@@ -23,8 +23,16 @@ EXCEPTION = re.compile(
     r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
 )
 RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
+# C++ exceptions (`terminate called after throwing ... what():  CUDA error: ...`) and
+# TensorRT-LLM's `[TensorRT-LLM][ERROR] ...`: the class is not printed, the message is
+NATIVE = re.compile(r"\bwhat\(\): +(?P<msg>\S.*)|\[TensorRT-LLM\]\[ERROR\] +(?P<trt>\S.*)")
+# IPython/Jupyter print the class before the traceback: `EntryNotFoundError   Traceback (...)`
+NOTEBOOK = re.compile(
+    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\s{2,}Traceback"
+)
 TRACEBACK = "Traceback (most recent call last)"
 KEYWORDS: tuple[bytes, ...] = (
+    b"what():",
     b"Error",
     b"Exception",
     b"NotFound",
@@ -41,43 +49,57 @@ class Family:
     cls: re.Pattern[str] | None  # the class name (last dotted part) must match, if given
     msg: re.Pattern[str] | None  # the message (or the class) must match, if given
     why: str
+    frames: re.Pattern[str] | None = None  # or: the traceback's file paths match this
 
 
-def _f(category: str, confidence: str, cls: str | None, msg: str | None, why: str) -> Family:
+def _f(
+    category: str,
+    confidence: str,
+    cls: str | None,
+    msg: str | None,
+    why: str,
+    frames: str | None = None,
+) -> Family:
     return Family(
         category,
         confidence,
         re.compile(cls) if cls else None,
         re.compile(msg) if msg else None,
         why,
+        re.compile(frames) if frames else None,
     )
 
+
+_MOE_FRAMES = r"fused_moe|/moe/|_moe\.py|moe_runner|moe_gemm|/deep_ep/"
 
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
     _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
+    # raised inside the fused-MoE code, whatever it says (an arch or shape refusal there is
+    # the MoE runner's: the corpus README's rule, and the runners' own asserts say nothing)
+    _f("moe-runner", "medium", None, None, "the MoE runner", frames=_MOE_FRAMES),
     _f(
         "unsupported-arch-kernel",
         "medium",
         None,
-        r"no kernel image|\bsm_?1[0-2][0-9]a?\b|\bsm_[89][0-9]a?\b|compute capability|"
+        r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
-        r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|"
-        r"(?i:not supported on (?:this|your) (?:gpu|device))",
+        r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|[Hh]opper|cubin|fatbin|"
+        r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)",
         "a kernel or build that does not run on this GPU",
     ),
     _f(
         "moe-runner",
         "medium",
         r"AttributeError|NotImplementedError|KeyError|ValueError|RuntimeError|AssertionError",
-        r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_",
+        r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_|[Ff]used_?[Mm]o[Ee]|DeepEP|deep_ep|[Gg]rouped ?GEMM",
         "the MoE layer or runner",
     ),
     _f(
         "tokenizer-config",
         "medium",
         r"EntryNotFound|RepositoryNotFound|RevisionNotFound|GatedRepo|HFValidation|HfHubHTTP|"
-        r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$",
+        r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$|JSONDecodeError",
         None,
         "the Hugging Face hub or the model config",
     ),
@@ -87,7 +109,7 @@ FAMILIES: tuple[Family, ...] = (
         r"Safetensor|FileNotFoundError|OSError|ValueError|KeyError|RuntimeError|EOFError|"
         r"UnpicklingError",
         r"\.safetensors|[Ss]afe[Tt]ensors|state_dict|\bshards?\b|model weights|weights? file|"
-        r"\.bin\b|\.pt\b|checkpoint|index\.json",
+        r"\.bin\b|\.pt\b|\.gguf\b|checkpoint|index\.json|pytorch_model",
         "the weight files",
     ),
     _f(
@@ -95,7 +117,9 @@ FAMILIES: tuple[Family, ...] = (
         "medium",
         r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|Exception",
         r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat template|[Rr]epo id|"
-        r"config format|gated repo|is restricted|preprocessor_config|generation_config",
+        r"config format|gated repo|is restricted|preprocessor_config|generation_config|"
+        r"model type|does not recognize this architecture|Unrecognized model|sentencepiece|"
+        r"tiktoken|vocab",
         "the tokenizer or the model config",
     ),
     _f(
@@ -152,18 +176,28 @@ def exception_of(text: str) -> Raised | None:
     m = EXCEPTION.search(text)
     if m is not None:
         return Raised(m.group("cls"), m.group("msg").strip())
+    if m := NATIVE.search(text):
+        return Raised("what()", (m.group("msg") or m.group("trt") or "").strip())
+    if m := NOTEBOOK.search(text):
+        return Raised(m.group("cls"), "")
     if TRACEBACK in text:  # a traceback whose last line was cut: it failed, saying not why
         return Raised("Traceback", "(most recent call last)")
     return None
 
 
-def classify(raised: Raised) -> Family | None:
-    """The first family whose class and message patterns both hold."""
+def classify(raised: Raised, frames: str = "") -> Family | None:
+    """The first family whose class pattern holds and whose message pattern holds (or, for a
+    family that knows where its errors are raised, whose frames match `frames`)."""
     subject = f"{raised.cls}: {raised.msg}"
     for fam in FAMILIES:
         if fam.cls is not None and not fam.cls.search(raised.name):
             continue
-        if fam.msg is not None and not fam.msg.search(subject):
+        if fam.msg is None and fam.frames is not None:  # known only by where it was raised
+            if fam.frames.search(frames):
+                return fam
+            continue
+        said = fam.msg is None or fam.msg.search(subject) is not None
+        if not said and (fam.frames is None or not fam.frames.search(frames)):
             continue
         return fam
     return None

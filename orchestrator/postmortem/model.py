@@ -95,6 +95,7 @@ class RankFacts(_Frozen):
     markers: dict[str, Evidence] = Field(default_factory=dict)  # first line of each milestone
     hits: tuple[Hit, ...] = ()  # first few per signature, in time order
     exceptions: tuple[Evidence, ...] = ()  # the last `Cls: message` lines (traceback fallback)
+    exception_frames: tuple[str, ...] = ()  # for each, its traceback's file paths
     counts: dict[str, int] = Field(default_factory=dict)  # matches per signature, all of them
     first_line: Evidence | None = None
     last_line: Evidence | None = None

@@ -21,12 +21,14 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
+import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import ConfigError
 from orchestrator.yamlio import YamlProblem, load_yaml
 
 SIGNATURES_DIR = Path(__file__).resolve().parent / "signatures"
+_CLoader: Any = getattr(yaml, "CSafeLoader", None)  # libyaml, when PyYAML was built with it
 
 Category = Literal[
     "image-unpack-race",
@@ -171,6 +173,11 @@ class Signature(_Strict):
         description="generic evidence (a bare `Killed`): the cause only when no other "
         "signature of the rank, or of an earlier rank, says more",
     )
+    engine_category: dict[str, Category] = Field(
+        default_factory=dict,
+        description="the category when the rank runs this engine (SGLang's scheduler start "
+        "wraps a gloo monitoredBarrier: there it is the post-load barrier)",
+    )
     engines: Strings = Field(min_length=1)
     versions: str = Field(min_length=1, description="where known; 'any' or 'unknown' otherwise")
     patterns: Annotated[tuple[Pattern, ...], BeforeValidator(_as_tuple)] = Field(min_length=1)
@@ -298,14 +305,27 @@ def _problems(exc: ValidationError, where: str) -> list[str]:
     return lines
 
 
-def load_signature_files(paths: Iterable[Path]) -> SignatureSet:
+def _read(path: Path, *, fast: bool) -> Any:
+    """A signature file's document. The shipped files are parsed by libyaml's C parser (20x
+    the pure-Python one: it was most of `cluster postmortem`'s start-up); the tests hold every
+    shipped file to the strict loader (duplicate keys, size), and any file the C parser
+    refuses is read again by the strict one for its one-line error."""
+    if fast and _CLoader is not None:
+        try:
+            return yaml.load(path.read_bytes(), Loader=_CLoader)  # noqa: S506 (a safe loader)
+        except (OSError, yaml.YAMLError):
+            pass
+    return load_yaml(path)
+
+
+def load_signature_files(paths: Iterable[Path], *, fast: bool = False) -> SignatureSet:
     """Load, validate and compile signature files; every problem of every file in one error."""
     compiled: list[Compiled] = []
     problems: list[str] = []
     seen: dict[str, str] = {}
     for path in sorted(paths):
         try:
-            document = load_yaml(path)
+            document = _read(path, fast=fast)
         except YamlProblem as exc:
             problems.append(f"{path}: {exc}")
             continue
@@ -342,7 +362,7 @@ def load_signature_files(paths: Iterable[Path]) -> SignatureSet:
 def load_signatures(directory: Path | None = None) -> SignatureSet:
     """The shipped signatures (or those of `directory`), read once per process."""
     folder = directory or SIGNATURES_DIR
-    return load_signature_files(folder.glob("*.yaml"))
+    return load_signature_files(folder.glob("*.yaml"), fast=directory is None)
 
 
 # -- grep -E ------------------------------------------------------------------------------------

@@ -73,13 +73,31 @@ def _wrap_width(lines: list[str]) -> int | None:
     return max(widths) if widths else None
 
 
+# `...: No such file or directory: ` and the value (a quoted path) alone on the next line: a
+# paste wrapped the message where it printed its value.
+_CUT_VALUE = re.compile(r":\s*$")
+_VALUE_START = re.compile(r"^\s*[\"'/]")
+
+
+def _join_cut_values(raw: list[str], out: list[str]) -> None:
+    for i in range(len(out) - 1):
+        head, nxt = out[i], out[i + 1]
+        if not (head and nxt and _CUT_VALUE.search(head) and _VALUE_START.match(nxt)):
+            continue
+        if "Error" in head or "Exception" in head:
+            out[i] = head.rstrip() + " " + nxt.strip()
+            out[i + 1] = ""
+
+
 def tidy_text(text: str) -> str:
     """Every line tidied; hard wraps joined onto their first line. Same number of lines."""
     raw = text.split("\n")
     width = _wrap_width([line.rstrip("\r") for line in raw])
     out = [tidy_line(line) for line in raw]
     if width is None:
+        _join_cut_values(raw, out)
         return "\n".join(out)
+    _join_cut_values(raw, out)
     i = 0
     while i < len(raw):
         head = i

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import ahocorasick
 
 from orchestrator.dialects.base import Marker
 from orchestrator.dialects.reader import PHASE_MARKERS
@@ -92,6 +95,7 @@ class FileScan:
     first: Line | None = None
     last: Line | None = None
     exceptions: list[Line] = field(default_factory=list)  # the last few `Cls: message` lines
+    frames: list[str] = field(default_factory=list)  # for each, the traceback's file paths
 
     @property
     def phase(self) -> str:
@@ -232,49 +236,49 @@ def _scan(
         result.size += len(chunk)
         find = chunk.find
         rfind = chunk.rfind
-        # 1. candidate lines: every keyword occurrence, grouped by line start
+        # 1. one Aho-Corasick pass finds every keyword of every signature, the exception
+        # keywords and the milestones still unseen; lines are grouped by their start
         candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
-        for entry in keywords:
-            kw = entry.keyword
-            i = find(kw)
-            while i >= 0:
+        exc_found: dict[int, int] = {}
+        marker_at: dict[int, list[int]] = {}
+        auto = _automaton(sigs, tuple(wanted))
+        for last, tags in auto.iter(chunk.decode("latin-1")):  # 1 byte = 1 char: same offsets
+            for kind, idx, size in tags:
+                i = last - size + 1
+                if kind == _MARKER:
+                    seen = marker_at.setdefault(idx, [])
+                    if len(seen) < MARKER_TRIES:
+                        seen.append(i)
+                    continue
                 ls = rfind(b"\n", 0, i) + 1
                 le = find(b"\n", i)
                 if le < 0:
                     le = len(chunk)
+                if kind == _EXCEPTION:
+                    exc_found[ls] = le
+                    continue
                 slot = candidates.get(ls)
                 if slot is None:
-                    candidates[ls] = (le, list(entry.targets))
+                    candidates[ls] = (le, list(keywords[idx].targets))
                 else:
-                    slot[1].extend(entry.targets)
-                i = find(kw, le)
+                    slot[1].extend(keywords[idx].targets)
         # 1b. exception lines (`Cls: message`, `raise Cls(`): the traceback fallback's input
-        exc_lines = _exception_lines(chunk)
-        # 2. milestones still unseen: first occurrence whose regex agrees
+        exc_lines = _exception_lines(chunk, exc_found)
+        # 2. milestones still unseen: the first occurrence whose regex agrees, by table order
         found_markers: list[tuple[int, int, Marker]] = []
         if wanted:
             still: list[Marker] = []
-            seen_names = {m.milestone.value for _, _, m in found_markers}
-            for marker in wanted:
+            seen_names: set[str] = set()
+            for mi, marker in enumerate(wanted):
                 name = marker.milestone.value
                 if name in result.markers or name in seen_names:
                     continue
-                needle = marker.keyword.encode()
-                i = find(needle)
-                hit = False
-                while i >= 0:
-                    ls = rfind(b"\n", 0, i) + 1
-                    le = find(b"\n", i)
-                    le = len(chunk) if le < 0 else le
-                    seg = chunk[ls:le].decode("utf-8", "replace")
-                    if marker.says(seg):
-                        found_markers.append((ls, le, marker))
-                        seen_names.add(name)
-                        hit = True
-                        break
-                    i = find(needle, le)
-                if not hit:
+                hit = _first_marker(chunk, marker, marker_at.get(mi, []))
+                if hit is None:
                     still.append(marker)
+                    continue
+                found_markers.append((*hit, marker))
+                seen_names.add(name)
             wanted = still
         # 3. line numbers for the candidates, in one forward count
         starts = sorted(
@@ -338,7 +342,9 @@ def _scan(
             if ts is None:
                 ts = _time_before(chunk, ls, state)
             result.exceptions.append(Line(shown, numbers[ls], _segment(text, 0), ts))
+            result.frames.append(_frames_before(chunk, ls))
         del result.exceptions[:-KEEP_EXCEPTIONS]
+        del result.frames[:-KEEP_EXCEPTIONS]
         # 5. the file's edges, and the time carried into the next chunk
         newlines = chunk.count(b"\n")
         ends_open = not chunk.endswith(b"\n")
@@ -353,17 +359,8 @@ def _scan(
     return result
 
 
-def _exception_lines(chunk: bytes) -> list[tuple[int, int]]:
-    """(start, end) of the lines in `chunk` that state an exception, the last few only."""
-    found: dict[int, int] = {}
-    for kw in EXCEPTION_KEYWORDS:
-        i = chunk.find(kw)
-        while i >= 0:
-            ls = chunk.rfind(b"\n", 0, i) + 1
-            le = chunk.find(b"\n", i)
-            le = len(chunk) if le < 0 else le
-            found.setdefault(ls, le)
-            i = chunk.find(kw, le)
+def _exception_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int]]:
+    """(start, end) of the lines among `found` that state an exception, the last few only."""
     out: list[tuple[int, int]] = []
     for ls in sorted(found, reverse=True):
         text = chunk[ls : found[ls]].decode("utf-8", "replace")
@@ -372,6 +369,80 @@ def _exception_lines(chunk: bytes) -> list[tuple[int, int]]:
             if len(out) >= KEEP_EXCEPTIONS:
                 break
     return out[::-1]
+
+
+_FRAME = re.compile(rb'File "([^"]+)"')
+FRAME_LINES = 40  # how far back an exception's traceback frames are looked for
+
+
+def _frames_before(chunk: bytes, ls: int) -> str:
+    """The file paths of the traceback frames just above the line at `ls` (space-separated):
+    where the exception was raised tells its family when the message does not (an assert in
+    a fused-MoE kernel says nothing of MoE)."""
+    start = ls
+    for _ in range(FRAME_LINES):
+        if start <= 0:
+            break
+        start = chunk.rfind(b"\n", 0, start - 1) + 1
+    paths = _FRAME.findall(chunk, start, ls)
+    return " ".join(p.decode("utf-8", "replace") for p in paths[-8:])
+
+
+def _first_marker(chunk: bytes, marker: Marker, at: list[int]) -> tuple[int, int] | None:
+    """The first line holding `marker`'s keyword at one of `at` whose regex agrees; past the
+    first MARKER_TRIES occurrences, a plain search on (a milestone is wanted only once)."""
+    positions: Iterable[int] = at
+    if len(at) >= MARKER_TRIES:
+        positions = _occurrences(chunk, marker.keyword.encode(), at[0])
+    for i in positions:
+        ls = chunk.rfind(b"\n", 0, i) + 1
+        le = chunk.find(b"\n", i)
+        le = len(chunk) if le < 0 else le
+        if marker.says(chunk[ls:le].decode("utf-8", "replace")):
+            return ls, le
+    return None
+
+
+def _occurrences(chunk: bytes, needle: bytes, start: int) -> Iterator[int]:
+    i = chunk.find(needle, start)
+    while i >= 0:
+        yield i
+        i = chunk.find(needle, i + 1)
+
+
+# -- the prefilter: one automaton for every keyword ------------------------------------------------
+
+_SIGNATURE, _EXCEPTION, _MARKER = 0, 1, 2
+MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before a plain search
+_AUTOMATA: dict[tuple[int, tuple[Marker, ...]], Any] = {}
+
+
+def _automaton(sigs: SignatureSet, wanted: tuple[Marker, ...]) -> Any:
+    """Aho-Corasick over the signatures' keywords, the exception keywords and the milestones
+    still wanted (pyahocorasick): one pass per block, whatever the number of keywords. Built
+    once per set of wanted milestones (they only ever shrink)."""
+    key = (id(sigs), wanted)
+    auto = _AUTOMATA.get(key)
+    if auto is not None:
+        return auto
+    tags: dict[str, list[tuple[int, int, int]]] = {}
+    for idx, entry in enumerate(sigs.keywords):
+        word = entry.keyword.decode("latin-1")
+        tags.setdefault(word, []).append((_SIGNATURE, idx, len(word)))
+    for kw in EXCEPTION_KEYWORDS:
+        word = kw.decode("latin-1")
+        tags.setdefault(word, []).append((_EXCEPTION, 0, len(word)))
+    for idx, marker in enumerate(wanted):
+        word = marker.keyword.encode("utf-8").decode("latin-1")
+        tags.setdefault(word, []).append((_MARKER, idx, len(word)))
+    auto = ahocorasick.Automaton()
+    for word, values in tags.items():
+        auto.add_word(word, tuple(values))
+    auto.make_automaton()
+    if len(_AUTOMATA) > 256:
+        _AUTOMATA.clear()
+    _AUTOMATA[key] = auto
+    return auto
 
 
 def _edge(chunk: bytes, state: _State, *, first: bool) -> Line | None:

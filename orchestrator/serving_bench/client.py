@@ -21,6 +21,16 @@ from orchestrator.serving_bench.stats import RequestResult
 
 CHAT_PATH = "/v1/chat/completions"
 _SHOWN = 160  # characters of a bad body or line kept in an error
+TRANSCRIPT_CAP = 64 * 1024  # characters of raw response a transcript keeps
+
+
+def keep(transcript: list[str] | None, text: str) -> None:
+    """Add `text` to a transcript (the smoke request's raw exchange), up to TRANSCRIPT_CAP."""
+    if transcript is None:
+        return
+    room = TRANSCRIPT_CAP - sum(len(t) for t in transcript)
+    if room > 0:
+        transcript.append(text if len(text) <= room else text[:room] + "\n[... cut]")
 
 
 def chat_body(
@@ -53,7 +63,7 @@ def _describe(exc: BaseException, timeout_s: float) -> str:
         return f"timed out after {timeout_s:g} s"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect: {_short(str(exc)) or type(exc).__name__}"
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return f"connection broken: {_short(str(exc)) or type(exc).__name__}"
     if isinstance(exc, StreamError):
         return str(exc)
@@ -90,13 +100,18 @@ def _content(chunk: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-async def _read(response: httpx.Response, result: RequestResult) -> None:
+async def _read(
+    response: httpx.Response, result: RequestResult, transcript: list[str] | None
+) -> None:
+    keep(transcript, f"POST {CHAT_PATH} -> HTTP {response.status_code}")
     if response.status_code != 200:
         body = (await response.aread()).decode(errors="replace")
+        keep(transcript, body)
         raise StreamError(f"HTTP {response.status_code}: {_short(body) or '(empty body)'}")
     pieces: list[str] = []
     done = False
     async for line in response.aiter_lines():
+        keep(transcript, line)
         if not line.strip() or line.startswith(":"):
             continue  # keep-alives and SSE comments
         if not line.startswith("data:"):
@@ -129,17 +144,23 @@ async def _read(response: httpx.Response, result: RequestResult) -> None:
 
 
 async def stream_chat(
-    client: httpx.AsyncClient, base_url: str, body: dict[str, Any], timeout_s: float
+    client: httpx.AsyncClient,
+    base_url: str,
+    body: dict[str, Any],
+    timeout_s: float,
+    transcript: list[str] | None = None,
 ) -> RequestResult:
-    """POST `body` to the chat endpoint and time it; the result carries any error as a line."""
+    """POST `body` to the chat endpoint and time it; the result carries any error as a line.
+    A `transcript` list collects the raw response (status line, then every line received)."""
     result = RequestResult(started=time.monotonic(), ended=0.0)
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream(
                 "POST", base_url.rstrip("/") + CHAT_PATH, json=body, timeout=timeout_s
             ) as response:
-                await _read(response, result)
+                await _read(response, result, transcript)
     except (httpx.HTTPError, StreamError, TimeoutError, OSError, ValueError) as exc:
         result.error = _describe(exc, timeout_s)
+        keep(transcript, f"[{result.error}]")
     result.ended = time.monotonic()
     return result

@@ -15,6 +15,7 @@ from orchestrator.runstore import Run
 from orchestrator.serving_bench.model import BenchReport, SmokeResult
 
 SMOKE_FILE = "smoke.json"
+SMOKE_RESPONSE_FILE = "smoke-response.txt"
 REPORT_FILE = "bench.json"
 PLOT_FILE = "bench.png"
 
@@ -70,7 +71,9 @@ def check_serving(run: Run, ready_url: str, timeout_s: float = 5.0) -> None:
         )
 
 
-def save_smoke(run: Run, result: SmokeResult) -> Path:
+def save_smoke(run: Run, result: SmokeResult, transcript: list[str]) -> Path:
+    """smoke.json, and beside it the raw exchange (what the server really sent)."""
+    run.write_text(SMOKE_RESPONSE_FILE, "\n".join(transcript) + "\n")
     return run.write_json(SMOKE_FILE, result.model_dump(mode="json"))
 
 

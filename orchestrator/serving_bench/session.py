@@ -27,9 +27,11 @@ def model_of(ctx: RunContext) -> str:
 
 
 def smoke_run(ctx: RunContext, endpoint: str | None = None) -> SmokeResult:
-    """The smoke request against the run's endpoint; smoke.json keeps what came back."""
-    result = asyncio.run(smoke(endpoint or ctx.endpoint, model_of(ctx)))
-    save_smoke(ctx.run, result)
+    """The smoke request against the run's endpoint; smoke.json and smoke-response.txt keep
+    what came back."""
+    transcript: list[str] = []
+    result = asyncio.run(smoke(endpoint or ctx.endpoint, model_of(ctx), transcript=transcript))
+    save_smoke(ctx.run, result, transcript)
     return result
 
 
@@ -71,9 +73,10 @@ def bench_run(
 
 async def smoke_verdict(run: Run, endpoint: str, recipe: dict[str, Any]) -> Finding | None:
     """The boot's smoke request after READY: None when it passed, else the SMOKE_FAILED
-    verdict. smoke.json keeps what came back either way."""
-    result = await smoke(endpoint, served_model_name(recipe))
-    save_smoke(run, result)
+    verdict. smoke.json and smoke-response.txt keep what came back either way."""
+    transcript: list[str] = []
+    result = await smoke(endpoint, served_model_name(recipe), transcript=transcript)
+    save_smoke(run, result, transcript)
     run.append_event(Smoke(**dict(result)))
     if result.ok:
         return None
@@ -83,6 +86,7 @@ async def smoke_verdict(run: Run, endpoint: str, recipe: dict[str, Any]) -> Find
         rank=0,
         outcome=Outcome.SMOKE_FAILED,
         message=f"every rank is up, but the smoke request failed: {result.problem}",
-        advice=f"the ranks keep serving; what came back is in {run.dir / 'smoke.json'}; "
+        advice=f"the ranks keep serving; what came back is in {run.dir / 'smoke.json'} and "
+        "smoke-response.txt; "
         f"`cluster bench {run.id} --smoke-only` asks again",
     )

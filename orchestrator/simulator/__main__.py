@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from orchestrator.simulator.cli_args import ArgsError, parse
+from orchestrator.simulator.cli_args import ArgsError, EngineRefusal, parse
 from orchestrator.simulator.faults import FaultError, faults_for, parse_rate, phases_of
 from orchestrator.simulator.runner import DEFAULT_READ_RATE, ENV_READ_RATE, Rank, describe
 from orchestrator.simulator.timescale import ScaleError, resolve_scale
@@ -28,11 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ)
     try:
-        args = parse(argv)
+        args = parse(argv, env)
         scale = resolve_scale(args.sim_scale, env)
         faults = faults_for(args.node_rank, args.sim_faults, env)
         rate_text = args.sim_read_rate or env.get(ENV_READ_RATE)
         read_rate = parse_rate(rate_text) if rate_text else DEFAULT_READ_RATE
+    except EngineRefusal as refusal:
+        # As argparse ends the real engine: a usage line, its error line, status 2.
+        sys.stderr.write(f"usage: {refusal.prog} [-h] [options]\n{refusal.line}\n")
+        return 2
     except (ArgsError, FaultError, ScaleError) as exc:
         return _usage(str(exc))
     phases = phases_of(args.engine)

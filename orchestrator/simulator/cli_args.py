@@ -9,15 +9,28 @@ The simulator runs as `python -m orchestrator.simulator ENGINE [SUBCOMMAND] ARGS
            --master-port P [--headless] --port N ...
 
 so a recipe's `args` pass through unchanged; only the program in front differs. Flags the
-simulator does not interpret are accepted and shown in the server-args dump, the way the real
-engines print every argument at startup. Flags `--sim-*` belong to the simulator and are never
-echoed.
+simulator does not interpret are shown in the server-args dump, the way the real engines print
+every argument at startup. Flags `--sim-*` belong to the simulator and are never echoed.
+
+A twin plays one release of its engine: with `CLUSTER_SIM_ENGINE_RELEASE` set (make_twin sets it
+from the recipe's `engine_version`), the flags are first judged as that release's argparse would
+judge them (flag_tables.py: the flags and choices extracted from the real parser), and a refusal
+ends the rank with argparse's own error line and status 2, as the real engine's would.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from orchestrator.simulator.flag_tables import (
+    ENV_BEYOND,
+    ENV_RELEASE,
+    TableError,
+    check,
+    load_table,
+)
 
 ENGINES = ("sglang", "vllm")
 
@@ -50,6 +63,43 @@ _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 class ArgsError(ValueError):
     """A command line the simulator cannot run; argparse would exit 2 the same way."""
+
+
+class EngineRefusal(ArgsError):
+    """The release the twin plays refuses the flags: `line` is argparse's own error line."""
+
+    def __init__(self, line: str, prog: str) -> None:
+        super().__init__(line)
+        self.line = line
+        self.prog = prog
+
+
+def _imitate(engine: str, flags: list[str], env: Mapping[str, str]) -> None:
+    """Refuse what the played release's parser refuses (nothing when no release is set)."""
+    release = env.get(ENV_RELEASE)
+    if not release:
+        return
+    try:
+        table = load_table(engine, release)
+    except TableError as exc:
+        raise ArgsError(str(exc)) from None
+    beyond = [f for f in env.get(ENV_BEYOND, "").split(",") if f]
+    verdict = check(table, flags, beyond)
+    if verdict.error is not None:
+        raise EngineRefusal(verdict.error, table.prog)
+
+
+def _without_sim_flags(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.startswith("--sim-"):
+            skip = "=" not in arg
+        else:
+            out.append(arg)
+    return out
 
 
 @dataclass
@@ -131,8 +181,11 @@ def _tokens(argv: list[str]) -> tuple[list[str], list[tuple[str, str | None]]]:
     return positionals, flags
 
 
-def parse(argv: list[str]) -> EngineArgs:
-    """`ENGINE [SUBCOMMAND] ARGS` -> EngineArgs; ArgsError names the problem."""
+def parse(argv: list[str], env: Mapping[str, str] | None = None) -> EngineArgs:
+    """`ENGINE [SUBCOMMAND] ARGS` -> EngineArgs; ArgsError names the problem.
+
+    `env`: the rank's environment; its CLUSTER_SIM_ENGINE_RELEASE makes the played release's
+    parser judge the flags first (EngineRefusal)."""
     if not argv or argv[0] not in ENGINES:
         raise ArgsError(
             f"the first argument names the engine to imitate: {' or '.join(ENGINES)} "
@@ -144,6 +197,7 @@ def parse(argv: list[str]) -> EngineArgs:
         subcommand = rest.pop(0)
     elif engine == "vllm":
         raise ArgsError("vllm: expected the `serve` subcommand (vllm serve MODEL ...)")
+    _imitate(engine, _without_sim_flags(rest), env or {})
     positionals, flags = _tokens(rest)
 
     given: list[tuple[str, object]] = []

@@ -18,7 +18,9 @@ What changes, and why:
   the simulator enforces. That is also why the twin is built with `model_copy` rather than validated
   again: the recipe check "env barrier == timeouts.barrier" holds for real recipes only; re-make a
   twin with `make_twin(recipe, factor)` instead of validating its dump.
-- `env` gains `CLUSTER_SIM_SCALE` (the factor) and, with `weights_dir`, `CLUSTER_SIM_MODEL_DIR`
+- `env` gains `CLUSTER_SIM_ENGINE_RELEASE` (and `CLUSTER_SIM_BEYOND_RELEASE`) from the recipe's
+  `engine_version`, so the twin refuses the flags that release's parser refuses;
+  `CLUSTER_SIM_SCALE` (the factor) and, with `weights_dir`, `CLUSTER_SIM_MODEL_DIR`
   (where a process rank without bind mounts finds the weights); in a container the weights
   directory is mounted at `model.path`, in place of the real weights' volume.
 
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.models.recipe import Docker, Image, Model, Recipe, Timeouts
+from orchestrator.simulator.flag_tables import ENV_BEYOND, ENV_RELEASE
 from orchestrator.simulator.timescale import ENV_SCALE, Scale, parse_scale
 from orchestrator.simulator.weights import ENV_MODEL_DIR
 
@@ -122,6 +125,11 @@ def make_twin(
     )
     env = dict(recipe.env)
     env[ENV_SCALE] = repr(scale.factor)
+    version = recipe.engine_version
+    if version is not None:  # the twin plays this release's parser (flag_tables.py)
+        env[ENV_RELEASE] = version.release
+        if version.beyond_release:
+            env[ENV_BEYOND] = ",".join(version.beyond_release)
     if weights_dir is not None:
         env[ENV_MODEL_DIR] = weights_dir
     return recipe.model_copy(

@@ -165,16 +165,17 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("rate", "rate", "right", _rate, len("16.0 MB/s")),
     Column("node", "node", "left", lambda r, n, u: cell(n.short.get(r.node, r.node))),
-    Column("avail", "MemAvail", "right", lambda r, n, u: _gib(r.mem_available)),
+    Column("avail", "MemAvail", "right", lambda r, n, u: _gib(r.mem_available), len("123.4 GiB")),
     Column("slack", "slack", "right", _slack, len("-1m05s")),
     Column(
         "read",
         "read",
         "right",
         lambda r, n, u: cell(f"{r.bytes_read / GiB:.2f} GiB" if r.bytes_read else "-"),
+        len("12.34 GiB"),
     ),
-    Column("free", "MemFree", "right", lambda r, n, u: _gib(r.mem_free)),
-    Column("cached", "Cached", "right", lambda r, n, u: _gib(r.cached)),
+    Column("free", "MemFree", "right", lambda r, n, u: _gib(r.mem_free), len("123.4 GiB")),
+    Column("cached", "Cached", "right", lambda r, n, u: _gib(r.cached), len("123.4 GiB")),
     Column("quiet", "quiet", "right", lambda r, n, u: cell(duration_text(r.signal_age_s))),
 )
 PRIORITY = tuple(c.key for c in COLUMNS)

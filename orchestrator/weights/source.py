@@ -1,6 +1,7 @@
 """The source directory on the controller: walk it, refuse what cannot be sent (unreadable files,
 symlinks out of the model), and know every sha256 that is already known: Hugging Face's own
-for LFS files of a hub cache (the blob's name), else the controller's record of earlier sends."""
+for LFS files (a hub cache's blob name, or the etag a `--local-dir` download recorded), else
+the controller's record of earlier sends."""
 
 from __future__ import annotations
 
@@ -41,6 +42,19 @@ def hub_repo_of(root: Path) -> str | None:
     if snaps.name == "snapshots" and repo.name.startswith("models--") and (repo / "blobs").is_dir():
         return repo.name.removeprefix("models--").replace("--", "/", 1)
     return None
+
+
+def local_dir_sha(root: Path, rel: str, mtime: float) -> str | None:
+    """The sha256 `huggingface-cli download --local-dir` recorded for an LFS file: line 2 (the
+    etag) of `.cache/huggingface/download/<path>.metadata`, trusted as huggingface_hub's own
+    `read_download_metadata` does: only if the file is not newer than the record (1 s slack)."""
+    meta = root / ".cache" / "huggingface" / "download" / f"{rel}.metadata"
+    try:
+        lines = meta.read_text(encoding="utf-8").splitlines()
+        etag, stamp = lines[1].strip(), float(lines[2])
+    except (OSError, ValueError, IndexError):
+        return None
+    return etag if _SHA256.match(etag) and mtime - 1 <= stamp else None
 
 
 def _record_path() -> Path:
@@ -116,6 +130,8 @@ def scan_source(model_dir: Path, *, name: str | None = None) -> SourceModel:
             sha = None
             if blobs is not None and real.parent == blobs and _SHA256.match(real.name):
                 sha, from_hub = real.name, from_hub + 1
+            elif (sha := local_dir_sha(root, rel, st.st_mtime)) is not None:
+                from_hub += 1
             else:
                 rec = record.get(str(real))
                 if (

@@ -37,7 +37,6 @@ TRAFFIC = (
     "sglang-prefill-batch-serving",
     "sglang-decode-batch-comma-logging-format",
     "sglang-http-generate-200",
-    "vllm-v1-engine-throughput-stats",
     "vllm-v0-metrics-throughput-stats",
 )
 

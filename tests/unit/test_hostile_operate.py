@@ -302,3 +302,23 @@ def test_a_known_hosts_that_is_a_folder_or_binary_is_a_config_error(tmp_path, ca
     code, _, err = run(capsys, "inventory", "check", "-i", str(inv))
     assert code == ExitCode.CONFIG
     assert "cluster_known_hosts" in err
+
+
+# -- docs/exit-codes.md -------------------------------------------------------------------------
+
+
+def test_the_exit_code_table_names_every_command_with_real_codes():
+    """A new command (or a code that is not an ExitCode) shows up here, not in a user's script."""
+    from orchestrator.cli.main import COMMANDS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "exit-codes.md").read_text()
+    by_command = doc.split("## By command", 1)[1]
+    rows = [line for line in by_command.splitlines() if line.startswith("| `")]
+    named = {line.split("`")[1].split()[0] for line in rows}
+    assert set(COMMANDS) <= named, set(COMMANDS) - named
+    codes = {int(c) for c in ExitCode}
+    for line in rows:
+        adds = line.split("|")[2].strip()
+        listed = {int(x) for x in adds.replace("—", "").split(",") if x.strip()}
+        assert listed <= codes, line
+        assert not listed & {0, 1, 2, 130}, line  # those every command has: said once above

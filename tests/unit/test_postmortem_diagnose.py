@@ -157,7 +157,8 @@ def test_each_cause_signature_on_one_rank_makes_that_rank_the_root_and_the_rest_
     d = postmortem_run(run, SIGS)
     assert d.root_cause is not None
     assert d.root_cause.rank == 2, d.verdict
-    assert d.category == c.sig.category
+    # a signature may mean another category under the boot's engine (SGLang's barrier)
+    assert d.category == c.sig.engine_category.get(d.source.engine or "", c.sig.category)
     assert d.root_cause.signature == sig_id
     assert sorted(d.cascade_ranks) == [0, 1, 3]
 

@@ -75,6 +75,8 @@ def test_log_records_of_one_length_are_not_taken_for_a_wrap() -> None:
         ("ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (8).", "config-validator-refusal", "low"),
         ('    raise ValueError(f"No supported config format found in {model}.")', "tokenizer-config", "medium"),
         ("TimeoutError: Timed out waiting for the engine to start", "watchdog-timeout", "low"),
+        ("  what():  CUDA error: no kernel image is available for execution on the device", "unsupported-arch-kernel", "medium"),
+        ("EntryNotFoundError                        Traceback (most recent call last)", "tokenizer-config", "medium"),
     ],
 )  # fmt: skip
 def test_an_exception_maps_to_its_family(line: str, category: str, confidence: str) -> None:
@@ -82,6 +84,19 @@ def test_an_exception_maps_to_its_family(line: str, category: str, confidence: s
     assert raised is not None
     fam = classify(raised)
     assert fam is not None and (fam.category, fam.confidence) == (category, confidence)
+
+
+def test_an_assert_raised_in_the_fused_moe_code_is_the_moe_runners_whatever_it_says() -> None:
+    raised = exception_of("AssertionError")
+    assert raised is None  # a bare class name is not a statement
+    bare = exception_of('    raise AssertionError("")')
+    assert bare is not None
+    fam = classify(bare, "/usr/lib/python3/vllm/model_executor/layers/fused_moe/fused_moe.py")
+    assert fam is not None and fam.category == "moe-runner"
+    oom = exception_of("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert oom is not None
+    fam = classify(oom, "/vllm/model_executor/layers/fused_moe/fused_moe.py")
+    assert fam is not None and fam.category == "out-of-memory"  # memory first, wherever
 
 
 def test_lines_that_are_not_exceptions_are_not_read_as_one() -> None:

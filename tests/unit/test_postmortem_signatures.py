@@ -351,3 +351,17 @@ def test_duplicate_ids_across_files_are_refused(tmp_path: Path) -> None:
 def test_yaml_that_is_not_a_list_of_signatures_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expected a list"):
         load_signature_files([_write(tmp_path, "id: x\n")])
+
+
+def test_every_shipped_signature_file_passes_the_strict_yaml_loader() -> None:
+    """At run time the shipped files are parsed by libyaml's fast loader; the strict one
+    (duplicate keys, size limits) must accept them all the same."""
+    from orchestrator.postmortem.signatures import SIGNATURES_DIR, load_signature_files
+    from orchestrator.yamlio import load_yaml
+
+    files = sorted(SIGNATURES_DIR.glob("*.yaml"))
+    assert files
+    for path in files:
+        assert isinstance(load_yaml(path), list), path
+    strict = load_signature_files(files)
+    assert [c.id for c in strict] == [c.id for c in SIGS]

@@ -183,6 +183,8 @@ def test_bench_measures_a_serving_endpoint_and_keeps_json_plot_and_smoke(tmp_pat
     kept = BenchReport.model_validate_json((run.dir / "bench.json").read_text())
     assert kept == report
     assert SmokeResult.model_validate_json((run.dir / "smoke.json").read_text()).ok
+    raw = (run.dir / "smoke-response.txt").read_text()
+    assert "data: [DONE]" in raw and '"model": "mistral-large-4"' in raw  # the SSE as sent
     png = (run.dir / "bench.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
@@ -214,6 +216,9 @@ def test_a_failed_smoke_request_is_its_own_failure_kept_with_the_answer(tmp_path
     assert "smoke request failed: HTTP 500: " in err and "Traceback" not in err
     kept = json.loads((run.dir / "smoke.json").read_text())
     assert not kept["ok"] and "illegal memory access" in kept["problem"]
+    raw = (run.dir / "smoke-response.txt").read_text()
+    assert "GET /v1/models -> HTTP 200" in raw and "POST /v1/chat/completions -> HTTP 500" in raw
+    assert '{"object":"error","message":"CUDA error: an illegal memory access"}' in raw
     assert not (run.dir / "bench.json").exists()  # no sweep against a model that fails
 
 
@@ -282,3 +287,11 @@ def _report(run_id: str, levels: list[tuple[int, int, float]]) -> BenchReport:
             for d, c, tps in levels
         ),
     )
+
+
+async def test_thirty_two_clients_at_once_are_all_answered():
+    # socketserver's default listen backlog (5) reset some of 32 simultaneous connections.
+    cfg = BenchConfig(prompt_len=2048, output_len=4, requests_per_client=1)
+    with sim_server(prefill=200_000, decode=400) as (url, _):
+        lv = await run_level(url, MODEL, cfg, 0, 32)
+    assert (lv.requests, lv.errors) == (32, 0), lv.last_error

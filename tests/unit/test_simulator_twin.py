@@ -97,5 +97,11 @@ def test_the_manifest_record_is_json_and_names_the_factor_and_the_windows() -> N
     assert record["scaled"]["timeouts.barrier"] == {"real": 7200.0, "twin": 90.0}
     assert record["entrypoint"]["twin"][:3][1:] == ["-m", "orchestrator.simulator"]
     assert record["dropped_docker"] == {"gpus": "all", "extra": ["--device=/dev/infiniband"]}
-    assert record["env_added"] == {"CLUSTER_SIM_SCALE": repr(1 / 80), "CLUSTER_SIM_MODEL_DIR": "/w"}
+    assert record["env_added"] == {
+        "CLUSTER_SIM_SCALE": repr(1 / 80),
+        "CLUSTER_SIM_MODEL_DIR": "/w",
+        # the twin plays the recipe's engine release, and the flag its build has beyond it
+        "CLUSTER_SIM_ENGINE_RELEASE": "0.5.23",
+        "CLUSTER_SIM_BEYOND_RELEASE": "--tokenizer-mode",
+    }
     assert record["twin"]["simulated"] is True

@@ -130,7 +130,7 @@ def test_at_80_columns_every_column_but_the_least_important_four_is_on_screen():
     layout = lay_out(loading(), 80)
     assert layout.shown == ("rank", "phase", "load", "eta", "rate", "node", "avail", "slack")
     text = "\n".join(line.plain for line in layout.lines)
-    assert "   5  5          loading  ██░░░░░░  31%  12m05s   3.1 MB/s  22.5 GiB  -1m05s" in text
+    assert "   5  5          loading  ██░░░░░░  31%  12m05s   3.1 MB/s   22.5 GiB  -1m05s" in text
     assert "not shown at 80 columns: read, MemFree, Cached, quiet (--wide shows all)" in text
 
 

@@ -249,6 +249,15 @@ def test_the_source_walk_refuses_symlinks_out_and_reuses_hub_sums(tmp_path: Path
     (snap / "config.json").symlink_to(Path("../../blobs") / ("a" * 40))
     src = scan_source(snap)
     assert src.hub_repo == "org/name" and src.default_name == "org/name"
+    # A `--local-dir` download: the etag huggingface_hub recorded, while the file is not newer.
+    local = tmp_path / "local"
+    (local / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (local / "w.safetensors").write_bytes(data)
+    meta = local / ".cache" / "huggingface" / "download" / "w.safetensors.metadata"
+    meta.write_text(f"{'c' * 40}\n{digest}\n{os.stat(local / 'w.safetensors').st_mtime}\n")
+    assert scan_source(local).manifest.by_path()["w.safetensors"].sha256 == digest
+    os.utime(local / "w.safetensors", (2e9, 2e9))  # modified after the download: not trusted
+    assert scan_source(local).manifest.by_path()["w.safetensors"].sha256 is None
     by = src.manifest.by_path()
     assert by["w.safetensors"].sha256 == digest and by["config.json"].sha256 is None
     assert src.from_hub == 1
@@ -465,3 +474,58 @@ def test_a_receiver_cut_off_from_its_sender_gives_up_and_lets_go_of_the_lock(
     # The lock is free again: the next push to the same destination proceeds.
     rc, _ = recv({"dest": str(tmp_path / "d")}, b'{"t":"end"}\n')
     assert rc == 0
+
+
+# -- preflight: the staged copies must agree -------------------------------------------------
+
+
+def _copy(mid: str | None, complete: bool = True, **kw: Any) -> Any:
+    from orchestrator.weights.copy_probe import CopyFacts
+
+    return CopyFacts(
+        dest="/m", manifest_id=mid, model="m" if mid else None, complete=complete, **kw
+    )
+
+
+def _preflight(copies: list[Any]) -> list[Any]:
+    from tests.unit.test_preflight import problems_of
+    from tests.unit.test_rendezvous import replace, spark_cluster
+
+    _, facts = spark_cluster()
+    for k, c in enumerate(copies):
+        facts = replace(facts, k, weights_copy=c)
+    return [p for p in problems_of(facts) if p.check.startswith("weights-")]
+
+
+def test_preflight_refuses_nodes_whose_copies_differ_or_are_incomplete_naming_each() -> None:
+    a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    assert _preflight([_copy(a)] * 8) == []
+    found = _preflight(
+        [_copy(a)] * 5
+        + [_copy(b), _copy(a, complete=False, off={"s2.safetensors": "changed"}), _copy(None)]
+    )
+    by = {p.node: p for p in found}
+    assert {p.check for p in found} == {
+        "weights-copy-mismatch",
+        "weights-copy-incomplete",
+        "weights-copy-missing",
+    }
+    assert all(p.severity == "error" for p in found)
+    names = {p.check: p for p in found}
+    assert "bbbbbbbbbbbb" in names["weights-copy-mismatch"].what
+    assert "aaaaaaaaaaaa" in names["weights-copy-mismatch"].what
+    assert "s2.safetensors changed" in names["weights-copy-incomplete"].evidence
+    assert "holds no staged copy" in names["weights-copy-missing"].what
+    assert len(by) == 3
+
+
+def test_preflight_says_what_shared_storage_costs_when_nothing_is_staged() -> None:
+    from orchestrator.preflight.checks.weights_copies import load_estimate
+
+    (warn,) = _preflight([_copy(None)] * 8)
+    assert warn.check == "weights-not-staged" and warn.severity == "warning"
+    assert "from a local copy" in warn.evidence and "cold" in warn.evidence
+    # Seed 002: 71 GB per rank; ~8 min local, ~40 min shared warm, ~3.5 h cold.
+    text = load_estimate(71_000_000_000)
+    assert "~8 min from a local copy" in text and "~40 min from shared" in text
+    assert "~3.5 h cold" in text
