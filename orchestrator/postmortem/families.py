@@ -147,6 +147,13 @@ FAMILIES: tuple[Family, ...] = (
         "a timer that fired",
     ),
     _f(
+        "watchdog-timeout",
+        "low",
+        None,
+        r"[Ww]atchdog|[Hh]eartbeat|[Tt]imed out waiting|[Tt]imed out after|timeout of [0-9]",
+        "a timer that fired",
+    ),
+    _f(
         "config-validator-refusal",
         "low",
         r"NotImplementedError|ValueError|AssertionError|TypeError|RuntimeError|AttributeError|"
