@@ -137,7 +137,7 @@ def bench(
         from orchestrator.serving_bench.render import cpu_line, render_report
 
         if report.levels:
-            console.print(render_report(report))
+            console.print(render_report(report, console.width))
             console.print(cpu_line(report))
         if plot_path is not None:
             console.print(f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json")

@@ -19,7 +19,7 @@ from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import BenchConfig, BenchReport, SmokeResult
 from orchestrator.serving_bench.plot import save_plot
-from orchestrator.serving_bench.render import render_compare
+from orchestrator.serving_bench.render import render_compare, render_report
 from orchestrator.serving_bench.runs import served_model_name
 from orchestrator.serving_bench.smoke import smoke
 from orchestrator.serving_bench.stats import RequestResult, level_result, percentile
@@ -296,3 +296,18 @@ async def test_thirty_two_clients_at_once_are_all_answered():
     with sim_server(prefill=200_000, decode=400) as (url, _):
         lv = await run_level(url, MODEL, cfg, 0, 32)
     assert (lv.requests, lv.errors) == (32, 0), lv.last_error
+
+
+@pytest.mark.parametrize("width", [80, 130])
+def test_the_table_fits_its_terminal_without_cutting_a_figure(width):
+    from rich.console import Console
+
+    report = _report("20261201T060000Z-abcdef", [(0, 1, 31.9), (8192, 32, 1200.0)])
+    console = Console(width=width, record=True, color_system=None)
+    console.print(render_report(report, console.width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 2 and not any("…" in row for row in rows), text
+    assert ("100/100/100" in text) == (width >= 120)  # mean/p50/p99 when wide, p50/p99 when not
+    assert "100/100" in text and "1000/1000" in text
