@@ -106,7 +106,7 @@ def bench(
         if s.ok:
             err_console.print(
                 f"smoke: {s.answered_model} answered in {s.latency_s or 0:.2f} s: "
-                f"{s.answer[:100]!r}",
+                f"{(s.answer or f'(thinking) {s.reasoning}')[:100]!r}",
                 markup=False,
             )
         else:

@@ -76,8 +76,9 @@ class Term:
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", self.name)
+    def screen(self, *, escapes: bool = False) -> str:
+        """What a person sees; with `escapes`, the colours too (as SGR sequences)."""
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.name)
 
     def history(self) -> str:
         """The screen and what scrolled off its top."""

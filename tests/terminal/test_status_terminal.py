@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tests.terminal.conftest import (
 )
 
 pytestmark = pytest.mark.terminal
+FG = re.compile(r"\x1b\[(?:\d+;)*3[0-8](?:;\d+)*m")  # a foreground colour; 39 is the default
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +78,25 @@ def test_one_status_at_80x24_and_the_wide_table_on_request(boot, terminal):
     screen = wide.wait_for(lambda s: "[exit " in s, "the command's end")
     assert "quiet" in screen and "not shown" not in screen
     assert_readable(screen, 200)
+
+
+def test_a_dumb_terminal_gets_the_plain_progress_lines_and_no_color_only_loses_colour(
+    boot, terminal
+):
+    dumb = {**boot.env, "TERM": "dumb"}
+    argv = [*CLI, "status", "--watch", "--interval", "1", "--run", boot.run_id]
+    term = terminal(80, 24, argv, dumb)
+    line = re.compile(r"^\d\d:\d\d:\d\d booting · loading 0-7 · \d+% · slowest rank \d ", re.M)
+    screen = term.wait_for(lambda s: bool(line.search(s)), "a plain progress line")
+    assert "rank  sim-node*" not in screen  # no table: it could not be redrawn in place
+    colourless = {**boot.env, "NO_COLOR": "1"}
+    term = terminal(80, 24, [*CLI, "status", "--run", boot.run_id], colourless)
+    term.wait_for(lambda s: "[exit " in s, "the command's end")
+    assert_readable(term.screen(), 80)  # the same layout
+    assert not FG.search(term.screen(escapes=True))  # no foreground colour (cyan bars, ...)
+    coloured = terminal(80, 24, [*CLI, "status", "--run", boot.run_id], boot.env)
+    coloured.wait_for(lambda s: "[exit " in s, "the command's end")
+    assert FG.search(coloured.screen(escapes=True))  # where colour is allowed, it is there
 
 
 def test_after_stop_no_row_reads_alive_and_stop_counts_processes(boot, terminal):

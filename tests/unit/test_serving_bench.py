@@ -311,3 +311,16 @@ def test_the_table_fits_its_terminal_without_cutting_a_figure(width):
     assert len(rows) == 2 and not any("…" in row for row in rows), text
     assert ("100/100/100" in text) == (width >= 120)  # mean/p50/p99 when wide, p50/p99 when not
     assert "100/100" in text and "1000/1000" in text
+
+
+async def test_a_reasoning_models_thinking_counts_as_output_vllm_and_sglang_fields():
+    # vLLM streams thinking in delta.reasoning (SGLang: reasoning_content); with tg128 a
+    # reasoning model may answer nothing but thoughts: that is output, not an empty answer.
+    cfg = SMALL.model_copy(update={"concurrency": (1,), "requests_per_client": 1})
+    with bad_server("reasoning") as url:
+        lv = await run_level(url, MODEL, cfg, 0, 1)
+        checked = await smoke(url, MODEL)
+    assert (lv.ok, lv.errors, lv.generated) == (1, 0, 3), lv.last_error
+    assert lv.ttft.p50 is not None and lv.e2e.p50 is not None  # timed from the first thought
+    assert lv.ttft.p50 < lv.e2e.p50 and lv.tpot.p50 is not None
+    assert checked.ok and checked.answer == "" and checked.reasoning == "Let me think"

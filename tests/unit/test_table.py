@@ -195,3 +195,9 @@ def test_a_log_line_with_escape_sequences_is_shown_harmless_under_the_table():
     lines = [line.plain for line in lay_out(view(row(0), hostile), 120).lines]
     assert "rank 5: \\x1b]0;pwned\\x07\\x1b[2Jcleared [red]x[/red]" in lines
     assert not any("\x1b" in line for line in lines)
+
+
+def test_the_summary_names_the_outcome_once_the_boot_has_one():
+    failed = loading().model_copy(update={"phase": "failed", "outcome": "READY_TIMEOUT"})
+    assert fitted_summary(failed, 80).plain.startswith("06:17:51 failed · READY_TIMEOUT · ")
+    assert fitted_summary(failed, 24).plain == "06:17:51 failed · READY_TIMEOUT"
