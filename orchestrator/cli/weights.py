@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.errors import ConfigError, UnhealthyCluster
@@ -52,7 +53,12 @@ DestOpt = Annotated[
 ]
 RecipeOpt = Annotated[
     str | None,
-    typer.Option("--recipe", "-r", help="recipe name or file: its model.host_dir and flags"),
+    typer.Option(
+        "--recipe",
+        "-r",
+        help="recipe name or file: its model.host_dir and flags",
+        autocompletion=complete_recipe,
+    ),
 ]
 ConnectOpt = Annotated[
     float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake per node")
