@@ -140,7 +140,9 @@ def bench(
             console.print(render_report(report, console.width))
             console.print(cpu_line(report))
         if plot_path is not None:
-            console.print(f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json")
+            console.print(
+                f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json, smoke-response.txt"
+            )
     if not report.smoke.ok:
         raise BootFailed(
             f"the smoke request failed: {report.smoke.problem}",
