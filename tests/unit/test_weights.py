@@ -608,3 +608,12 @@ def test_the_preflight_copy_probe_runs_the_node_program_and_reads_its_answer(
     empty = copy_probe(str(tmp_path / "never"))
     r = subprocess.run(list(empty.argv), capture_output=True, text=True, timeout=60)
     assert empty.interpret(r.returncode, r.stdout, r.stderr, node="n1").manifest_id is None
+
+
+def test_the_recipe_option_completes_recipe_names() -> None:
+    from orchestrator.recipes import recipe_names
+    from tests.unit.test_completion import bash
+
+    small = [n for n in recipe_names() if n.startswith("mistral-small4")]
+    assert bash("cluster weights push /m -r mistral-small4") == small
+    assert bash("cluster weights status --recipe mistral-small4") == small
