@@ -8,7 +8,7 @@ import typer
 
 from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, print_json, styled
 from orchestrator.cli.runs import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.runstore import Run, RunStore
@@ -110,7 +110,7 @@ def bench(
                 markup=False,
             )
         else:
-            err_console.print(f"[red]smoke failed:[/] {s.problem}", soft_wrap=True)
+            err_console.print(styled("red", "smoke failed: ", s.problem), soft_wrap=True)
 
     def on_level(lv: LevelResult) -> None:
         errors = f", {lv.errors} errors (last: {lv.last_error})" if lv.errors else ""
@@ -140,7 +140,9 @@ def bench(
             console.print(render_report(report, console.width))
             console.print(cpu_line(report))
         if plot_path is not None:
-            console.print(f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json")
+            console.print(
+                f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json, smoke-response.txt"
+            )
     if not report.smoke.ok:
         raise BootFailed(
             f"the smoke request failed: {report.smoke.problem}",
