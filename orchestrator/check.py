@@ -13,8 +13,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.errors import ClusterError, HostKeyError, NodeUnreachable
-from orchestrator.facts import FactsRequest, NodeFacts, gather_node_facts
+from orchestrator.facts import FactsRequest, gather_node_facts
 from orchestrator.fanout import settle
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.probes.interfaces import fabric_faults
 from orchestrator.transport import ConnectOptions, Transport, transport_for

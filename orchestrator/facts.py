@@ -1,9 +1,9 @@
 """Everything preflight and the planners need to know about one node, gathered in one pass.
 
-`gather_facts` asks every node at once (`settle`); on each node the probes run concurrently on
-one connection (the transport keeps them under its channel budget). A probe that fails is
-recorded under its name in `NodeFacts.errors` and its field stays None: one broken probe never
-hides the others, and the judge decides what a missing answer means. Nothing here judges.
+`gather_facts` asks every node at once (`settle`); on each node the probes go out as one batched
+command (probes/batch.py), the clock beside it. A probe that fails is recorded under its name in
+`NodeFacts.errors` (models/facts.py) and its field stays None: one broken probe never hides the
+others, and the judge decides what a missing answer means. Nothing here judges.
 """
 
 from __future__ import annotations
@@ -14,28 +14,27 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
 from orchestrator.fanout import settle
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.base import Probe
 from orchestrator.probes.batch import TIMED_OUT, batch_argv, batch_failed, split_batch
 from orchestrator.probes.clock import CLOCK, ClockSample
-from orchestrator.probes.containers import RunningContainer, containers_probe
-from orchestrator.probes.disk import DiskUsage, WeightsDir, df_probe, weights_probe
-from orchestrator.probes.gpu import NVIDIA_SMI, GpuInfo
-from orchestrator.probes.host import HOST, HostInfo
-from orchestrator.probes.image import ImageFacts, image_inspect_probe
-from orchestrator.probes.interfaces import IP_ADDR, Interface, find_interface
-from orchestrator.probes.meminfo import MEMINFO, MemInfo
-from orchestrator.probes.peers import PeerResult, peers_probe
-from orchestrator.probes.rdma import RDMA, RdmaInfo
+from orchestrator.probes.containers import containers_probe
+from orchestrator.probes.disk import df_probe, weights_probe
+from orchestrator.probes.gpu import NVIDIA_SMI
+from orchestrator.probes.host import HOST
+from orchestrator.probes.image import image_inspect_probe
+from orchestrator.probes.interfaces import IP_ADDR
+from orchestrator.probes.meminfo import MEMINFO
+from orchestrator.probes.peers import peers_probe
+from orchestrator.probes.rdma import RDMA
 from orchestrator.probes.runtime import DockerInfo, docker_info_probe
-from orchestrator.probes.sockets import LISTENING, ListeningSocket
+from orchestrator.probes.sockets import LISTENING
 from orchestrator.transport import ConnectOptions, Transport, transport_for
-from orchestrator.weights.copy_probe import CopyFacts, copy_probe
+from orchestrator.weights.copy_probe import copy_probe
 
 T = TypeVar("T")
 
@@ -43,39 +42,6 @@ PROBE_TIMEOUT_S = 20.0
 """Per probe. `du` over an NFS weights mount and `ssh` to seven peers are the slow ones."""
 BATCH_GRACE_S = 5.0
 """On top of the probes' own deadline, for the batch to print what they said."""
-
-
-class NodeFacts(BaseModel):
-    """One node as its probes describe it. A None field: not asked, or the probe failed
-    (then `errors[probe]` says why)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    node: str
-    rank: int
-    address: str = Field(description="the inventory's ansible_host (management address)")
-    reachable: bool
-    errors: dict[str, str] = Field(default_factory=dict, description="probe name -> why")
-    host: HostInfo | None = None
-    memory: MemInfo | None = None
-    interfaces: tuple[Interface, ...] | None = None
-    rdma: RdmaInfo | None = None
-    gpu: GpuInfo | None = None
-    docker: DockerInfo | None = None
-    containers: tuple[RunningContainer, ...] | None = None
-    listening: tuple[ListeningSocket, ...] | None = None
-    disks: tuple[DiskUsage, ...] | None = None
-    weights: WeightsDir | None = None
-    weights_copy: CopyFacts | None = None
-    image: ImageFacts | None = None
-    clock: ClockSample | None = None
-    peers: tuple[PeerResult, ...] | None = None
-
-    def interface(self, name: str) -> Interface | None:
-        return find_interface(self.interfaces or (), name)
-
-    def disk(self, path: str) -> DiskUsage | None:
-        return next((d for d in self.disks or () if d.path == path), None)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.facts import NodeFacts
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe
 from orchestrator.probes.interfaces import Interface, fabric_faults

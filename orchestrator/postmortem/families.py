@@ -129,7 +129,7 @@ FAMILIES: tuple[Family, ...] = (
     _f(
         "tokenizer-config",
         "medium",
-        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|Exception",
+        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|HTTPError|Exception",
         r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat template|[Rr]epo id|"
         r"config format|gated repo|is restricted|preprocessor_config|generation_config|"
         r"model type|does not recognize this architecture|Unrecognized model|sentencepiece|"

@@ -9,7 +9,6 @@ from typing import TypeVar
 
 from orchestrator.facts import (
     FactsRequest,
-    NodeFacts,
     TransportFactory,
     add_peers,
     close_transports,
@@ -18,6 +17,7 @@ from orchestrator.facts import (
 )
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.judge import judge
