@@ -30,9 +30,10 @@ from orchestrator.errors import (
     ImageError,
     PreflightRefused,
 )
-from orchestrator.facts import NodeFacts, close_transports, open_transports
+from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.events import Resumed, Step
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
 from orchestrator.models.run import Finding, Outcome, RankStarted
@@ -138,7 +139,9 @@ def write_verdict(run: Run, verdict: Finding, extra: dict[str, Any] | None = Non
 # -- the simulated twin ---------------------------------------------------------------------
 
 
-def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[str, Any]]:
+def simulated_recipe(
+    real: Recipe, options: BootOptions, ui: BootUI | None = None
+) -> tuple[Recipe, dict[str, Any]]:
     """The built-in simulated cluster runs the recipe's twin (one rule: simulator/twin.py)."""
     from orchestrator.simulator.twin import DEFAULT_TEST_IMAGE, make_twin, twin_record
     from orchestrator.simulator.weights import make_weights
@@ -148,6 +151,9 @@ def simulated_recipe(real: Recipe, options: BootOptions) -> tuple[Recipe, dict[s
     root = options.sim_weights_root or state_dir() / "sim-weights"
     weights = root / f"{real.name}-{per_rank}"
     if not (weights / "model.safetensors.index.json").exists():
+        if ui is not None:  # the first boot of a recipe writes them: seconds of a still screen
+            size = per_rank * real.nodes / 1e9
+            ui.progress(f"twin: writing {size:.1f} GB of simulated weights once, into {weights}")
         make_weights(weights, per_rank * real.nodes, shards=max(real.nodes * 2, 8))
     extra: dict[str, Any] = {}
     if options.simulate:
@@ -354,7 +360,7 @@ async def boot(
     simulated = inventory.connection is Connection.local
     if simulated or options.simulate:
         _step(run, ui, "twin", f"simulated twin at scale {options.sim_scale}")
-        recipe, twin = simulated_recipe(real, options)
+        recipe, twin = simulated_recipe(real, options, ui)
     write_manifest(run, real, recipe, twin, inventory)
 
     _step(run, ui, "preflight", f"{len(inventory.nodes)} nodes")

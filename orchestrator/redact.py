@@ -30,7 +30,9 @@ SECRET_NAME_RE = re.compile(
 working directory, and a name ending in `_file`/`_path` (`ansible_ssh_private_key_file`,
 `--hf-token-file`) holds where a secret is, not the secret: `is_secret_name` lets them
 through."""
-_PATH_NAME_RE = re.compile(r"[_-](?:FILE|PATH|DIR)$", re.IGNORECASE)
+_PATH_NAME_RE = re.compile(r"[_-](?:FILE|PATH|DIR)$|^private_key$", re.IGNORECASE)
+"""`private_key` is `Node.private_key`: the path of the SSH key file (ansible_ssh_private_key_file),
+which a copied run needs to reach its nodes again."""
 TOKEN_SHAPES = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{30,}"
     r"|github_pat_[A-Za-z0-9_]{30,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
@@ -52,7 +54,7 @@ def redact(value: Any) -> Any:
         value = value.model_dump(mode="json")
     if isinstance(value, Mapping):
         return {
-            k: (REDACTED if is_secret_name(str(k)) and _is_scalar(v) else redact(v))
+            k: (REDACTED if is_secret_name(str(k)) and _is_secret_value(v) else redact(v))
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
@@ -92,8 +94,9 @@ def redact_text(text: str) -> str:
     return TOKEN_SHAPES.sub(REDACTED, text) if text else text
 
 
-def _is_scalar(v: Any) -> bool:
-    return isinstance(v, str | int | float | bool) or v is None
+def _is_secret_value(v: Any) -> bool:
+    """A value that could hold a secret: not None, not a boolean (`use_auth: false`), not ''."""
+    return isinstance(v, str | int | float) and not isinstance(v, bool) and v != ""
 
 
 def _redact_assignment(text: str) -> str:

@@ -8,7 +8,7 @@ import typer
 
 from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, print_json, styled
 from orchestrator.cli.runs import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.runstore import Run, RunStore
@@ -106,11 +106,11 @@ def bench(
         if s.ok:
             err_console.print(
                 f"smoke: {s.answered_model} answered in {s.latency_s or 0:.2f} s: "
-                f"{s.answer[:100]!r}",
+                f"{(s.answer or f'(thinking) {s.reasoning}')[:100]!r}",
                 markup=False,
             )
         else:
-            err_console.print(f"[red]smoke failed:[/] {s.problem}", soft_wrap=True)
+            err_console.print(styled("red", "smoke failed: ", s.problem), soft_wrap=True)
 
     def on_level(lv: LevelResult) -> None:
         errors = f", {lv.errors} errors (last: {lv.last_error})" if lv.errors else ""
@@ -137,10 +137,12 @@ def bench(
         from orchestrator.serving_bench.render import cpu_line, render_report
 
         if report.levels:
-            console.print(render_report(report))
+            console.print(render_report(report, console.width))
             console.print(cpu_line(report))
         if plot_path is not None:
-            console.print(f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json")
+            console.print(
+                f"kept in {r.dir}: bench.json, {plot_path.name}, smoke.json, smoke-response.txt"
+            )
     if not report.smoke.ok:
         raise BootFailed(
             f"the smoke request failed: {report.smoke.problem}",

@@ -19,7 +19,15 @@ from rich.text import Text
 from orchestrator.boot import BootOptions, BootResult, boot
 from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import (
+    console,
+    err_console,
+    harmless,
+    live_terminal,
+    plain,
+    print_json,
+    styled,
+)
 from orchestrator.errors import BootFailed, ClusterError, ExitCode
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.report import render_rich
@@ -58,7 +66,13 @@ class LiveUI:
     def view(self, view: BootView) -> None:
         self.last = view
         for w in view.warnings[self.printed_warnings :]:
-            text = f"[yellow]warning[/] {w.message}\n  [dim]→ {w.advice}[/]"
+            # A warning quotes log lines: plain text, never markup or a control sequence.
+            text = Text.assemble(
+                ("warning ", "yellow"),
+                harmless(w.message),
+                "\n  ",
+                (f"→ {harmless(w.advice)}", "dim"),
+            )
             (self.live.console if self.live else err_console).print(text)
         self.printed_warnings = len(view.warnings)
         if self.live is not None:
@@ -73,17 +87,20 @@ def print_outcome(result: BootResult, *, wide: bool = False) -> None:
     if result.last_view is not None:
         console.print(BootTable(result.last_view, wide=wide), soft_wrap=wide)
     if v.outcome is Outcome.READY:
-        console.print(f"[bold green]READY[/] {v.message}")
+        console.print(styled("bold green", "READY ", v.message), soft_wrap=True)
         if result.endpoint:
-            console.print(f"endpoint: {result.endpoint}/v1/chat/completions")
+            console.print(plain(f"endpoint: {result.endpoint}/v1/chat/completions"))
             host_port = result.endpoint.removeprefix("http://")
             port = host_port.rsplit(":", 1)[1]
             console.print(f"from a laptop: ssh -L {port}:{host_port} <user>@<head>")
-        console.print(f"run directory: {run.dir}")
+        console.print(plain(f"run directory: {run.dir}"), soft_wrap=True)
         return
-    console.print(f"[bold red]{v.outcome.value if v.outcome else 'FAILED'}[/] {v.message}")
+    console.print(
+        styled("bold red", f"{v.outcome.value if v.outcome else 'FAILED'} ", v.message),
+        soft_wrap=True,
+    )
     if v.advice:
-        console.print(f"  → {v.advice}")
+        console.print(plain(f"  → {v.advice}"), soft_wrap=True)
     if result.diagnosis is not None:
         console.print(render_rich(result.diagnosis))
 
@@ -237,12 +254,6 @@ def boot_cmd(
         raise err
 
 
-def live_terminal() -> bool:
-    """A table redrawn in place needs a terminal that can move its cursor: not a pipe or a
-    file (plain progress lines there), not TERM=dumb."""
-    return console.is_terminal and not console.is_dumb_terminal
-
-
 DETACH_NOTIFY_ENV = "CLUSTER_DETACH_NOTIFY"
 
 
@@ -291,7 +302,7 @@ def start_detached(
         run_id, run_dir = notify.read_text().split("\n")[:2]
     inv = f" -i {inventory}" if inventory else ""
     console.print(f"run {run_id}: supervised in the background (pid {proc.pid})")
-    console.print(f"its output: {run_dir}/controller.log")
+    console.print(plain(f"its output: {run_dir}/controller.log"), soft_wrap=True)
     console.print(f"follow it:  cluster status --watch --run {run_id}{inv}")
 
 

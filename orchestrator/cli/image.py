@@ -20,7 +20,7 @@ from rich.progress import (
 from rich.table import Table
 
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.errors import ConfigError
 from orchestrator.images import (
     NodeAction,
@@ -130,13 +130,15 @@ class PushDisplay:
             for name in plan.skipped:
                 p.console.print(f"  {name}: skipped (holds {plan.source.identity.short()})")
             for problem in plan.unreachable:
-                p.console.print(f"  [red]{problem.node}: {problem.evidence}[/]", soft_wrap=True)
+                p.console.print(
+                    styled("red", "", f"  {problem.node}: {problem.evidence}"), soft_wrap=True
+                )
             if plan.targets:
                 self._task("sent")
             for name in plan.targets:
                 self._task(name)
         elif ev.kind == "round":
-            p.console.print(f"round {ev.round}: {ev.text}", soft_wrap=True)
+            p.console.print(plain(f"round {ev.round}: {ev.text}"), soft_wrap=True)
             if ev.round > 1:
                 for name, task in self.tasks.items():
                     if name == "sent" or f" {name}" in ev.text:
@@ -167,7 +169,7 @@ class PushDisplay:
                 state=f"[green]{r.summary()}[/]" if r.ready else f"[red]{r.summary()}[/]",
             )
         elif ev.kind == "note":
-            p.console.print(f"[yellow]{ev.text}[/]", soft_wrap=True)
+            p.console.print(styled("yellow", "", ev.text), soft_wrap=True)
 
 
 def _probe_cell(r: ExecReadiness | None) -> str:
@@ -362,7 +364,7 @@ def probe(
     else:
 
         def seen(r: ExecReadiness) -> None:
-            err_console.print(f"  {r.node}: {r.summary()}", soft_wrap=True)
+            err_console.print(plain(f"  {r.node}: {r.summary()}"), soft_wrap=True)
 
         with err_console.status(f"probing {image} on {len(inv.nodes)} nodes"):
             report = asyncio.run(

@@ -59,7 +59,7 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "operate",
         "status",
         False,
-        "One row per rank: phase, load progress, memory, barrier slack, last line.",
+        "One row per rank: phase, load, ETA, rate, memory, barrier slack, fitted to the terminal.",
     ),
     "supervise": (
         "operate",

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, print_json, styled
 from orchestrator.cli.preflight import RecipeArg, RunOpt, open_run
 from orchestrator.errors import ConfigError, PreflightRefused
 from orchestrator.nccl_check import Backend, NcclCheckOptions, NcclCheckReport, run_nccl_check
@@ -124,7 +124,7 @@ def nccl_check(
     if not json_out:
         for r in culprits:
             why = r.start_error or r.log.error or f"exit {r.exit_code}"
-            err_console.print(f"[red]rank {r.rank} {r.node}:[/] {why}", soft_wrap=True)
+            err_console.print(styled("red", f"rank {r.rank} {r.node}: ", why), soft_wrap=True)
             for line in r.last_lines[-8:]:
                 err_console.print(f"    {line}", markup=False, soft_wrap=True)
     named = ", ".join(f"rank {r.rank} ({r.node})" for r in culprits)

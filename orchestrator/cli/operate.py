@@ -17,7 +17,14 @@ from rich.text import Text
 
 from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, plain, print_json, styled
+from orchestrator.cli.output import (
+    console,
+    err_console,
+    live_terminal,
+    plain,
+    print_json,
+    styled,
+)
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
@@ -25,6 +32,7 @@ from orchestrator.models.run import Outcome
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
+from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.table import BootTable
 from orchestrator.wording import plural
 
@@ -59,13 +67,17 @@ def status(
         ),
     ] = StatusFormat.table,
 ) -> None:
-    """One row per rank: phase, load progress, memory, barrier slack, last line.
+    """One row per rank: phase, load, ETA, rate, memory, barrier slack, fitted to the terminal.
+
+    Columns that do not fit are named in the footer (--wide shows all); the last line of the
+    ranks that matter (failing, warned about, the slowest) goes under the table.
 
     From the running supervisor's status.json when one is alive, else derived live from the
     nodes (the table's title says which)."""
     picked = pick_run(store_for(inventory), run)
-    if (early := not_started(picked)) is not None:
-        if not watch or json_out:
+    table = not json_out and output is StatusFormat.table
+    if table and (early := not_started(picked)) is not None:
+        if not watch:
             console.print(early, markup=False)
             return
         with Live(Text(early), console=console, refresh_per_second=4) as live:
@@ -87,6 +99,15 @@ def status(
     if not watch:
         console.print(BootTable(asyncio.run(current_view(ctx)), wide=wide), soft_wrap=wide)
         return
+    if not live_terminal():  # a pipe, a file, TERM=dumb: the boot's plain progress lines
+        progress = PlainProgress()
+        try:
+            while True:
+                if (line := progress.due(asyncio.run(current_view(ctx)))) is not None:
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
     # Laid out again at every refresh (4 a second), so a resized terminal gets its own layout
     # within a quarter second, between two asks of the nodes.
     with Live(console=console, refresh_per_second=4, screen=False) as live:

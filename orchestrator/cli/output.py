@@ -32,6 +32,12 @@ console = Console(highlight=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
 
+def live_terminal() -> bool:
+    """A table redrawn in place needs a terminal that can move its cursor: not a pipe or a
+    file (plain progress lines there), not TERM=dumb."""
+    return console.is_terminal and not console.is_dumb_terminal
+
+
 def print_json(payload: Any) -> None:
     """Print one JSON document on stdout (models are dumped in JSON mode), secrets redacted."""
     if isinstance(payload, BaseModel):

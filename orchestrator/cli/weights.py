@@ -19,8 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.output import console, err_console, print_json
+from orchestrator.cli.output import console, err_console, plain, print_json
 from orchestrator.errors import ConfigError, UnhealthyCluster
 from orchestrator.models.inventory import Inventory
 from orchestrator.preflight.model import PreflightLimits
@@ -52,7 +53,12 @@ DestOpt = Annotated[
 ]
 RecipeOpt = Annotated[
     str | None,
-    typer.Option("--recipe", "-r", help="recipe name or file: its model.host_dir and flags"),
+    typer.Option(
+        "--recipe",
+        "-r",
+        help="recipe name or file: its model.host_dir and flags",
+        autocompletion=complete_recipe,
+    ),
 ]
 ConnectOpt = Annotated[
     float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake per node")
@@ -95,7 +101,7 @@ class PushDisplay:
                 soft_wrap=True,
             )
         elif ev.kind == "round":
-            p.console.print(f"round {ev.round}: {ev.text}", soft_wrap=True)
+            p.console.print(plain(f"round {ev.round}: {ev.text}"), soft_wrap=True)
             needs = ev.needs or {}
             # the source sends the round's bytes once; every node of the chain receives them
             for name, total in {"sent": max(needs.values(), default=0), **needs}.items():
@@ -109,7 +115,7 @@ class PushDisplay:
             state = "[green]verified[/]" if ev.ok else "[red]failed[/]"
             p.update(self._task(ev.node, None), state=state)
         elif ev.kind == "note":
-            p.console.print(f"  {ev.text}", soft_wrap=True)
+            p.console.print(plain(f"  {ev.text}"), soft_wrap=True)
 
 
 def render_push(report: WeightsReport) -> Table:

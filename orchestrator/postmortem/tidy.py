@@ -52,9 +52,15 @@ _RECORD_START = re.compile(
 WRAP_REPEATS = 2  # lines that must share the width before it is taken for a wrap
 
 
+# Typographic quotes a word processor or a forum put in place of the program's own
+_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
+
+
 def tidy_line(line: str) -> str:
     """One line without colour codes, compose/Ray columns, quoting or pasted line numbers."""
     text = _ANSI.sub("", line) if ("[" in line or "<font" in line) else line
+    if not text.isascii():
+        text = text.translate(_QUOTES)
     if "│" in text or "┃" in text or "║" in text:
         text = _BOX.sub("", text)
     for prefix in (_QUOTE, _COMPOSE, _RAY):

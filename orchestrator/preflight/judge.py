@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.facts import NodeFacts
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.checks import _CHECK_FUNCTIONS, _DOCKER_ONLY, CHECKS

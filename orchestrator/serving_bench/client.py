@@ -88,27 +88,40 @@ def _chunk(line: str) -> dict[str, Any] | None:
     return chunk
 
 
-def _content(chunk: dict[str, Any]) -> str:
+# A reasoning model's thinking streams in its own delta field: `reasoning` in vLLM (since
+# vllm#27752; `reasoning_content` was removed by vllm#33402), `reasoning_content` in SGLang.
+# Those are output tokens too: TTFT is the first of either, and an answer that is all thinking
+# (tg128 of a reasoning model) is not empty. Seed 002's vLLM lane runs --reasoning-parser.
+_REASONING = ("reasoning", "reasoning_content")
+
+
+def _content(chunk: dict[str, Any]) -> tuple[str, str]:
+    """(answer text, reasoning text) a chunk carries."""
     choices = chunk.get("choices")
     if not isinstance(choices, list) or not choices:
-        return ""
+        return "", ""
     first = choices[0]
     if not isinstance(first, dict):
         raise StreamError(f"malformed stream: a choice is not an object: {_short(str(first))!r}")
     delta = first.get("delta")
-    text = delta.get("content") if isinstance(delta, dict) else first.get("text")
-    return text if isinstance(text, str) else ""
+    if not isinstance(delta, dict):  # /v1/completions' shape
+        text = first.get("text")
+        return (text if isinstance(text, str) else ""), ""
+    text = delta.get("content")
+    thought = next((t for k in _REASONING if isinstance(t := delta.get(k), str) and t), "")
+    return (text if isinstance(text, str) else ""), thought
 
 
 async def _read(
     response: httpx.Response, result: RequestResult, transcript: list[str] | None
 ) -> None:
-    keep(transcript, f"POST {CHAT_PATH} -> HTTP {response.status_code}")
+    keep(transcript, f"-> HTTP {response.status_code}")
     if response.status_code != 200:
         body = (await response.aread()).decode(errors="replace")
         keep(transcript, body)
         raise StreamError(f"HTTP {response.status_code}: {_short(body) or '(empty body)'}")
     pieces: list[str] = []
+    thoughts: list[str] = []
     done = False
     async for line in response.aiter_lines():
         keep(transcript, line)
@@ -128,15 +141,17 @@ async def _read(
                 result.output_tokens = usage["completion_tokens"]
             if isinstance(usage.get("prompt_tokens"), int):
                 result.prompt_tokens = usage["prompt_tokens"]
-        text = _content(chunk)
-        if text:
+        text, thought = _content(chunk)
+        if text or thought:
             if result.ttft_s is None:
                 result.ttft_s = now - result.started
             result.chunk_times.append(now)
             pieces.append(text)
+            thoughts.append(thought)
     if not done:
         raise StreamError("stream ended before [DONE]")
     result.text = "".join(pieces)
+    result.reasoning = "".join(thoughts)
     if not result.chunk_times:
         raise StreamError("empty answer: the stream carried no content")
     if not result.output_tokens:  # no usage chunk: one token per content chunk
@@ -152,6 +167,7 @@ async def stream_chat(
 ) -> RequestResult:
     """POST `body` to the chat endpoint and time it; the result carries any error as a line.
     A `transcript` list collects the raw response (status line, then every line received)."""
+    keep(transcript, f"POST {CHAT_PATH} {json.dumps(body)}")
     result = RequestResult(started=time.monotonic(), ended=0.0)
     try:
         async with asyncio.timeout(timeout_s):

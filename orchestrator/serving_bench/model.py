@@ -65,6 +65,7 @@ class SmokeResult(_Frozen):
     served_models: tuple[str, ...] = ()
     answered_model: str = ""
     answer: str = ""
+    reasoning: str = ""  # what a reasoning model thought first (vLLM/SGLang reasoning parsers)
     latency_s: float | None = None
     problem: str = ""  # why it failed, one line
 

@@ -12,26 +12,35 @@ def ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f}"
 
 
-def _stat(s: Stat) -> str:
-    """mean / p50 / p99 in ms."""
-    return f"{ms(s.mean)}/{ms(s.p50)}/{ms(s.p99)}"
+def _stat(s: Stat, wide: bool) -> str:
+    """mean/p50/p99 in ms (wide), else p50/p99."""
+    if wide:
+        return f"{ms(s.mean)}/{ms(s.p50)}/{ms(s.p99)}"
+    return f"{ms(s.p50)}/{ms(s.p99)}"
 
 
 def level_label(level: LevelResult) -> str:
     return f"d{level.depth} c{level.concurrency}"
 
 
-def render_report(report: BenchReport) -> Table:
+# Below this many columns the latencies show p50/p99 only (the means stay in bench.json and
+# --json): nine columns of mean/p50/p99 need ~115, and an 80-column terminal cut them to "100/1…".
+WIDE_COLUMNS = 120
+
+
+def render_report(report: BenchReport, width: int = WIDE_COLUMNS) -> Table:
     cfg = report.config
+    wide = width >= WIDE_COLUMNS
     table = Table(
         title=f"{report.recipe} · run {report.run_id} · {report.model} · "
         f"pp{cfg.prompt_len}/tg{cfg.output_len} · seed {cfg.seed}",
         title_justify="left",
-        caption="latencies in ms: mean/p50/p99",
+        caption="latencies in ms: " + ("mean/p50/p99" if wide else "p50/p99 (means: --json)"),
         caption_justify="left",
     )
-    for col in ("depth", "conc", "out tok/s", "req/s", "TTFT", "TPOT", "ITL", "E2E", "errors"):
-        table.add_column(col, justify="left" if col == "errors" else "right")
+    for col in ("depth", "conc", "tok/s", "req/s", "TTFT", "TPOT", "ITL", "E2E"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("err", justify="left", min_width=3)  # "n/N: last error", wrapped
     for lv in report.levels:
         errors = Text("0")
         if lv.errors:
@@ -41,10 +50,10 @@ def render_report(report: BenchReport) -> Table:
             str(lv.concurrency),
             f"{lv.output_tok_s:.1f}",
             f"{lv.req_s:.2f}",
-            _stat(lv.ttft),
-            _stat(lv.tpot),
-            _stat(lv.itl),
-            _stat(lv.e2e),
+            _stat(lv.ttft, wide),
+            _stat(lv.tpot, wide),
+            _stat(lv.itl, wide),
+            _stat(lv.e2e, wide),
             errors,
         )
     return table

@@ -55,7 +55,7 @@ async def smoke(
     problem = r.error
     if not problem and model not in models:
         problem = f"the server lists {models or 'no model'}, not {model!r}"
-    elif not problem and not r.text.strip():
+    elif not problem and not (r.text.strip() or r.reasoning.strip()):
         problem = "the answer is empty"
     elif not problem and r.model != model:
         problem = f"the answer came from model {r.model!r}, not {model!r}"
@@ -66,6 +66,7 @@ async def smoke(
         served_models=tuple(models),
         answered_model=r.model,
         answer=r.text,
+        reasoning=r.reasoning,
         latency_s=r.e2e_s,
         problem=problem,
     )

@@ -28,6 +28,7 @@ class RequestResult:
     prompt_tokens: int | None = None
     model: str = ""
     text: str = ""
+    reasoning: str = ""  # a reasoning model's thinking (delta.reasoning / reasoning_content)
     error: str = ""
 
     @property

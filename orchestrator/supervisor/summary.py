@@ -76,11 +76,13 @@ def summary_line(view: BootView) -> str:
 
 
 def fitted_summary(view: BootView, width: int | None) -> Text:
-    """The line above the terminal's table: the plain line's pieces plus the warnings count,
-    shortened and then thinned, least important first, until it fits `width`."""
+    """The line above the terminal's table: the plain line's pieces plus the outcome and the
+    warnings count, shortened and then thinned, least important first, until it fits `width`."""
     parts = summary_parts(view)
     if view.warnings:
         parts.insert(1, Part(plural(len(view.warnings), "warning"), 2, style="yellow"))
+    if view.outcome and view.outcome.lower() not in parts[0].text.lower():  # not "ready · READY"
+        parts.insert(1, Part(view.outcome, style="green" if view.outcome == "READY" else "red"))
 
     def joined() -> str:
         return " · ".join(p.text for p in parts)

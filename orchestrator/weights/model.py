@@ -75,6 +75,7 @@ class RoundReport(BaseModel):
     round: int
     source: str
     mode: str
+    mode_reason: str = ""
     targets: tuple[str, ...]
     files: int
     bytes: int

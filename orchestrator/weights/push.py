@@ -329,6 +329,7 @@ class _Push:
                 round=rnd,
                 source=label,
                 mode=mode.value,
+                mode_reason=why,
                 targets=tuple(nodes),
                 files=len(paths),
                 bytes=nbytes,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,13 +120,13 @@ def scan_source(model_dir: Path, *, name: str | None = None) -> SourceModel:
                 continue
             try:
                 st = os.stat(real)
+                if not stat.S_ISREG(st.st_mode):  # a FIFO or device: never opened (it may block)
+                    problems.append(f"{path}: not a regular file")
+                    continue
                 with open(real, "rb") as f:
                     f.read(1)
             except OSError as exc:
                 problems.append(f"{path}: cannot read it ({exc.strerror})")
-                continue
-            if not os.path.isfile(real):
-                problems.append(f"{path}: not a regular file")
                 continue
             sha = None
             if blobs is not None and real.parent == blobs and _SHA256.match(real.name):

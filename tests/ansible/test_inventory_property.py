@@ -45,6 +45,7 @@ VALUES = {
     "ansible_port": st.sampled_from([22, 2222, "2200"]),
     "ib_hca": st.lists(st.sampled_from(["rocep1s0f1", "roceP2p1s0f1"]), max_size=2),
     "docker_host": st.sampled_from(["unix:///run/d.sock", "tcp://127.0.0.1:2375"]),
+    "ansible_ssh_private_key_file": st.sampled_from(["keys/spark", "~/.ssh/id_ed25519"]),
 }
 GROUP_KEYS = sorted(VALUES)
 
@@ -195,5 +196,7 @@ def test_cluster_and_ansible_inventory_agree_on_every_variable_cluster_uses(d):
             assert node["port"] == int(hv.get("ansible_port", 22)), host
             if "ansible_user" in hv:
                 assert node["user"] == hv["ansible_user"], host
+            key = hv.get("ansible_ssh_private_key_file")
+            assert node["private_key"] == (str(Path(key).expanduser()) if key else None), host
     finally:
         shutil.rmtree(root)

@@ -373,6 +373,10 @@ def test_a_simulated_boot_on_eight_nodes_reaches_ready_and_prints_the_endpoint(
     assert printed["outcome"] == "READY"
     assert printed["endpoint"] == "http://198.18.0.10:30000"
     assert printed["run_dir"] == str(boot.run)
+    # After READY the boot sent its smoke request from the controller to the head's container.
+    smoke = json.loads((boot.run / "smoke.json").read_text())
+    assert smoke["ok"] and smoke["answered_model"] == "mistral-large-4", smoke
+    assert "data: [DONE]" in (boot.run / "smoke-response.txt").read_text()
     status = boot.status()
     assert status and status["phase"] == "ready"
     assert {r["phase"] for r in status["ranks"]} == {"serving"}  # the workers serve with the head

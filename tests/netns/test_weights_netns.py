@@ -93,7 +93,21 @@ def test_a_push_gives_every_node_its_own_verified_copy_and_a_repush_sends_nothin
     assert time.monotonic() - t0 < 60  # generous: the bench measures it
     status = cluster(tb, "status", DEST)
     assert status.returncode == 0, status.stderr
-    assert [n["state"] for n in json.loads(status.stdout)["nodes"]] == ["complete"] * 8
+    nodes = json.loads(status.stdout)["nodes"]
+    assert [n["state"] for n in nodes] == ["complete"] * 8
+    assert all(0 <= n["cached_bytes"] <= n["total_bytes"] for n in nodes)
+    # --warm: never where the engine's claim would not be left intact (the arithmetic is said).
+    status = cluster(tb, "status", DEST, "--warm", "--claim-gib", "100000")
+    warm = json.loads(status.stdout)["warm"]
+    assert sorted(warm) == [nd.name for nd in tb.nodes]
+    for note in warm.values():
+        assert note.startswith("not warmed: Mem") or note == "already in the page cache", note
+        assert "; read " not in note
+    status = cluster(tb, "status", DEST, "--warm", "--claim-gib", "0")
+    for note in json.loads(status.stdout)["warm"].values():
+        assert note == "already in the page cache" or (
+            note.startswith("warm: Mem") and "; read 0.0 GiB" in note
+        ), note
 
 
 def test_a_shard_corrupted_on_one_node_is_resent_to_that_node_only(
@@ -236,3 +250,27 @@ def test_a_node_whose_disk_fills_mid_push_fails_alone_and_keeps_no_partial_file(
         assert by["ctb-node2"]["sends"] == 0
     finally:
         tb.ssh(2, f"umount {small}", check=False)
+
+
+def test_when_a_node_cannot_reach_the_next_over_ssh_the_weights_fan_out_and_say_so(
+    clean_testbed: Testbed, model: Path
+) -> None:
+    tb = clean_testbed
+    wipe(tb)
+    key = tb.node(2).root_ssh / "id_ed25519"
+    hidden = key.with_name("id_ed25519.hidden")
+    key.rename(hidden)  # ctb-node2 can no longer open a session on ctb-node3
+    try:
+        rc, doc, err = push(tb, model)
+    finally:
+        hidden.rename(key)
+    assert rc == 0, err
+    (only,) = doc["rounds"]
+    assert only["mode"] == "fanout" and len(only["targets"]) == 8
+    assert "ctb-node2 cannot reach ctb-node3 over SSH" in only["mode_reason"]
+    assert "Permission denied" in only["mode_reason"]
+    assert [r["action"] for r in doc["nodes"]] == ["sent"] * 8
+    want = {p.name: sha(p) for p in model.iterdir()}
+    for nd in tb.nodes:  # two waves of four, each reading the source again: all whole
+        got = {p.name: sha(p) for p in nd.view(DEST).iterdir() if p.is_file()}
+        assert got == want, nd.name

@@ -115,3 +115,35 @@ def series(text: str) -> dict[str, list]:
         for sample in family.samples:
             out.setdefault(sample.name, []).append(sample)
     return out
+
+
+async def test_a_head_that_crashes_at_its_first_request_fails_the_smoke_and_bench_says_not_serving(
+    tmp_path, state, capsys
+):
+    # Seed 000's serving-time failure: Triton's JIT dies at the first generation request.
+    options = BootOptions(
+        sim_scale="test",
+        sim_weights_root=tmp_path / "weights",
+        sim_env={"CLUSTER_SIM_FAULT": "rank=0:exit-at=ready:signature=triton-jit"},
+    )
+    inventory = load_inventory(builtin_simulated_inventory())
+    result = await asyncio.wait_for(boot(RECIPE, inventory, options=options, store=RunStore()), 240)
+    try:
+        assert result.verdict.outcome is Outcome.SMOKE_FAILED, result.verdict.message
+        assert result.diagnosis is None  # the boot itself went well: no postmortem of it
+        verdict = json.loads((result.run.dir / "verdict.json").read_text())
+        assert (verdict["outcome"], verdict["exit_code"]) == ("SMOKE_FAILED", 6)
+        smoke = json.loads((result.run.dir / "smoke.json").read_text())
+        assert not smoke["ok"] and smoke["served_models"] == ["mistral-large-4"]
+        assert smoke["problem"] in verdict["summary"], (smoke, verdict)
+        raw = (result.run.dir / "smoke-response.txt").read_text()
+        assert "POST /v1/chat/completions {" in raw and smoke["problem"] in raw
+        found = series((result.run.dir / "metrics.prom").read_text())
+        assert "cluster_rank_bytes_read_total" in found
+        # The head is gone now: a bench says the run does not serve, and asks nothing.
+        code = await asyncio.to_thread(main, ["bench", result.run.id, "--concurrency", "1"])
+        assert code == 2
+        assert "does not answer" in capsys.readouterr().err
+        assert not (result.run.dir / "bench.json").exists()
+    finally:
+        await stop_run(load_context(result.run))

@@ -66,7 +66,7 @@ class _Bad(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         request = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if self.mode != "http500" and SMOKE_PROMPT.encode() in request:
+        if self.mode not in ("http500", "reasoning") and SMOKE_PROMPT.encode() in request:
             self._good_stream()  # the smoke passes, so the sweep meets the fault
             return
         if self.mode == "slow":
@@ -86,6 +86,18 @@ class _Bad(BaseHTTPRequestHandler):
         if self.mode == "garbage":
             self.wfile.write(b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n')
             self.wfile.write(b"data: \x89PNG not json at all\n\n")
+        elif self.mode == "reasoning":  # vLLM with --reasoning-parser: thinking, then nothing
+            for piece in ("Let", " me", " think"):
+                chunk = {"model": MODEL, "choices": [{"delta": {"reasoning": piece}}]}
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+                time.sleep(0.05)
+            usage = {
+                "model": MODEL,
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 3},
+            }
+            self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
         elif self.mode == "truncated":
             self.wfile.write(b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n')
         self.wfile.flush()

@@ -314,3 +314,24 @@ def test_good_inventory_still_loads(tmp_path):
         "a",
         "b",
     ]
+
+
+def test_a_verdict_quoting_a_log_line_with_brackets_and_escapes_prints_as_it_is(tmp_path, capsys):
+    from orchestrator.boot import BootResult
+    from orchestrator.cli.boot import print_outcome
+    from orchestrator.models.run import Finding, Outcome
+    from orchestrator.runstore import RunStore
+
+    line = "rank 3 exited: [/] [bold]RuntimeError[/bold] \x1b]0;owned\x07"
+    verdict = Finding(
+        watcher="exits",
+        severity="verdict",
+        rank=3,
+        message=line,
+        advice="see [rank 3]",
+        outcome=Outcome.RANK_EXITED,
+    )
+    print_outcome(BootResult(run=RunStore(tmp_path).create(), verdict=verdict))
+    out = capsys.readouterr().out
+    assert "rank 3 exited: [/] [bold]RuntimeError[/bold] \\x1b]0;owned\\x07" in out
+    assert "see [rank 3]" in out and "\x1b]0" not in out

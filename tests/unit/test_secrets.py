@@ -157,3 +157,23 @@ def test_several_unknown_recipe_keys_are_one_line_each_without_an_echo_of_tp(tmp
     assert code == 2
     assert [line.split("'")[1] for line in lines] == ["nodes", "bogus1", "bogus2"]
     assert all(line.startswith("error: ") for line in lines)
+
+
+def test_nothing_to_hide_is_kept_and_a_key_files_path_is_not_a_secret():
+    assert redact({"HF_TOKEN": None, "use_auth": False, "API_KEY": "", "private_key": "/k"}) == {
+        "HF_TOKEN": None,
+        "use_auth": False,
+        "API_KEY": "",
+        "private_key": "/k",
+    }
+
+
+def test_inventory_show_json_keeps_the_key_files_path(tmp_path, capsys):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "all:\n  hosts:\n    a: {rank: 0, fabric_iface: e, ansible_ssh_private_key_file: /k/id}\n"
+    )
+    assert main(["inventory", "show", "--json", "-i", str(inv)]) == 0
+    node = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert node["private_key"] == "/k/id"
+    assert node["extra_vars"]["ansible_ssh_private_key_file"] == "/k/id"

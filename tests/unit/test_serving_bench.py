@@ -19,7 +19,7 @@ from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import BenchConfig, BenchReport, SmokeResult
 from orchestrator.serving_bench.plot import save_plot
-from orchestrator.serving_bench.render import render_compare
+from orchestrator.serving_bench.render import render_compare, render_report
 from orchestrator.serving_bench.runs import served_model_name
 from orchestrator.serving_bench.smoke import smoke
 from orchestrator.serving_bench.stats import RequestResult, level_result, percentile
@@ -217,7 +217,8 @@ def test_a_failed_smoke_request_is_its_own_failure_kept_with_the_answer(tmp_path
     kept = json.loads((run.dir / "smoke.json").read_text())
     assert not kept["ok"] and "illegal memory access" in kept["problem"]
     raw = (run.dir / "smoke-response.txt").read_text()
-    assert "GET /v1/models -> HTTP 200" in raw and "POST /v1/chat/completions -> HTTP 500" in raw
+    assert "GET /v1/models -> HTTP 200" in raw and "POST /v1/chat/completions {" in raw
+    assert "-> HTTP 500" in raw
     assert '{"object":"error","message":"CUDA error: an illegal memory access"}' in raw
     assert not (run.dir / "bench.json").exists()  # no sweep against a model that fails
 
@@ -295,3 +296,31 @@ async def test_thirty_two_clients_at_once_are_all_answered():
     with sim_server(prefill=200_000, decode=400) as (url, _):
         lv = await run_level(url, MODEL, cfg, 0, 32)
     assert (lv.requests, lv.errors) == (32, 0), lv.last_error
+
+
+@pytest.mark.parametrize("width", [80, 130])
+def test_the_table_fits_its_terminal_without_cutting_a_figure(width):
+    from rich.console import Console
+
+    report = _report("20261201T060000Z-abcdef", [(0, 1, 31.9), (8192, 32, 1200.0)])
+    console = Console(width=width, record=True, color_system=None)
+    console.print(render_report(report, console.width))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 2 and not any("…" in row for row in rows), text
+    assert ("100/100/100" in text) == (width >= 120)  # mean/p50/p99 when wide, p50/p99 when not
+    assert "100/100" in text and "1000/1000" in text
+
+
+async def test_a_reasoning_models_thinking_counts_as_output_vllm_and_sglang_fields():
+    # vLLM streams thinking in delta.reasoning (SGLang: reasoning_content); with tg128 a
+    # reasoning model may answer nothing but thoughts: that is output, not an empty answer.
+    cfg = SMALL.model_copy(update={"concurrency": (1,), "requests_per_client": 1})
+    with bad_server("reasoning") as url:
+        lv = await run_level(url, MODEL, cfg, 0, 1)
+        checked = await smoke(url, MODEL)
+    assert (lv.ok, lv.errors, lv.generated) == (1, 0, 3), lv.last_error
+    assert lv.ttft.p50 is not None and lv.e2e.p50 is not None  # timed from the first thought
+    assert lv.ttft.p50 < lv.e2e.p50 and lv.tpot.p50 is not None
+    assert checked.ok and checked.answer == "" and checked.reasoning == "Let me think"

@@ -529,3 +529,91 @@ def test_preflight_says_what_shared_storage_costs_when_nothing_is_staged() -> No
     text = load_estimate(71_000_000_000)
     assert "~8 min from a local copy" in text and "~40 min from shared" in text
     assert "~3.5 h cold" in text
+
+
+def test_unreadable_files_and_fifos_are_refused_one_line_each(tmp_path: Path) -> None:
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="weights-perm-"))  # traversable by an unprivileged user
+    try:
+        base.chmod(0o755)
+        m = make_model(base / "m", shards=1, shard_bytes=64 << 10)
+        m.chmod(0o755)
+        for p in m.iterdir():
+            p.chmod(0o644)
+        (m / "tokenizer.json").chmod(0o000)
+        os.mkfifo(m / "pipe")
+        # As root every file is readable: a forked child drops to `nobody` to meet one that
+        # is not, as an operator's account would.
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            code = 0
+            try:
+                os.close(r)
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                try:
+                    scan_source(m)
+                    out = "no error"
+                except ConfigError as exc:
+                    out = "\n".join(exc.lines())
+                os.write(w, out.encode())
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        with open(r, "rb") as f:
+            said = f.read().decode()
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, said
+        assert "tokenizer.json: cannot read it (Permission denied)" in said
+        assert "pipe: not a regular file" in said
+        assert "nothing was sent" in said
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_warm_reads_every_held_file_once(model: Path, tmp_path: Path, capsys: Any) -> None:
+    dest = tmp_path / "d"
+    spec = _spec(model, dest)
+    assert recv(spec, stream_of(spec))[0] == 0
+    capsys.readouterr()
+    assert prog.warm({"dest": str(dest)}) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["warmed_bytes"] == sum(p.stat().st_size for p in model.iterdir())
+
+
+def test_the_preflight_copy_probe_runs_the_node_program_and_reads_its_answer(
+    model: Path, tmp_path: Path
+) -> None:
+    from orchestrator.weights.copy_probe import copy_probe
+
+    dest = tmp_path / "d"
+    spec = _spec(model, dest)
+    assert recv(spec, stream_of(spec))[0] == 0
+    probe = copy_probe(str(dest))
+    r = subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=60)
+    facts = probe.interpret(r.returncode, r.stdout, r.stderr, node="n1")
+    want = Manifest(
+        model="tiny", files=tuple(FileEntry(**f) for f in spec["manifest"]["files"])
+    ).id()
+    assert facts.manifest_id == want and facts.complete and facts.off == {}
+    (dest / "config.json").unlink()
+    r = subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=60)
+    facts = probe.interpret(r.returncode, r.stdout, r.stderr, node="n1")
+    assert not facts.complete and facts.off == {"config.json": "missing"}
+    empty = copy_probe(str(tmp_path / "never"))
+    r = subprocess.run(list(empty.argv), capture_output=True, text=True, timeout=60)
+    assert empty.interpret(r.returncode, r.stdout, r.stderr, node="n1").manifest_id is None
+
+
+def test_the_recipe_option_completes_recipe_names() -> None:
+    from orchestrator.recipes import recipe_names
+    from tests.unit.test_completion import bash
+
+    small = [n for n in recipe_names() if n.startswith("mistral-small4")]
+    assert bash("cluster weights push /m -r mistral-small4") == small
+    assert bash("cluster weights status --recipe mistral-small4") == small
