@@ -15,6 +15,7 @@ from orchestrator.errors import RunStoreError
 from orchestrator.inventory import load_inventory
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Connection, Inventory, Node
+from orchestrator.models.recipe import Timeouts
 from orchestrator.models.run import LogLine, RankStarted
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import RankSpec
@@ -32,6 +33,7 @@ class RunContext:
     plan: LaunchPlan
     specs: list[RankSpec]
     watch: WatchConfig
+    timeouts: Timeouts
     recipe_name: str
     serve_port: int
     readiness_path: str
@@ -78,7 +80,8 @@ def load_context(run: Run) -> RunContext:
         )
     recipe = manifest.get("recipe") or {}
     specs = rank_specs(plan, inventory)
-    timeouts = recipe.get("timeouts") or {}
+    # The recipe's own model reads them back, defaults included: no literal retyped here.
+    timeouts = Timeouts.model_validate(recipe.get("timeouts") or {})
     model = recipe.get("model") or {}
     return RunContext(
         run=run,
@@ -86,13 +89,18 @@ def load_context(run: Run) -> RunContext:
         inventory=inventory,
         plan=plan,
         specs=specs,
-        watch=WatchConfig(
-            barrier_window_s=float(timeouts.get("barrier", 480)),
-            expected_bytes_per_rank=model.get("expected_bytes_per_rank"),
-        ),
+        watch=watch_config(timeouts, model.get("expected_bytes_per_rank")),
+        timeouts=timeouts,
         recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
         serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),
         readiness_path=str(recipe.get("readiness_path", "/health")),
+    )
+
+
+def watch_config(timeouts: Timeouts, expected_bytes_per_rank: int | None) -> WatchConfig:
+    """What the watchers judge by, from the recipe's timeouts (a boot's, or a run's manifest)."""
+    return WatchConfig(
+        barrier_window_s=float(timeouts.barrier), expected_bytes_per_rank=expected_bytes_per_rank
     )
 
 
