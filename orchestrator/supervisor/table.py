@@ -135,7 +135,7 @@ def _load(r: RankRow, names: Names, uni: bool) -> Text:
 
 
 def _rate(r: RankRow, names: Names, uni: bool) -> Text:
-    if not r.rate_bps:
+    if not r.rate_bps or r.phase != "loading":  # once loaded, the last rate means nothing
         return cell("-")
     mbps = r.rate_bps / MB
     return cell(f"{mbps:.1f} MB/s" if mbps < 10 else f"{mbps:.0f} MB/s")

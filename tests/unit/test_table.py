@@ -151,9 +151,10 @@ def test_only_the_ranks_that_matter_get_their_last_line_under_the_table():
     assert slow == ["rank 5: [2026-12-01 06:17:51 TP5] Load weight begin. avail mem=17.08 GB"]
 
 
-def test_a_serving_row_says_how_it_serves_and_shows_no_eta():
-    layout = lay_out(serving(), 80)
-    assert layout.cells[0][:5] == ("0", "0", "serving", "answers in 12 ms", "-")
+def test_a_serving_row_says_how_it_serves_and_shows_no_eta_nor_a_stale_rate():
+    layout = lay_out(serving().model_copy(update={"outcome": "READY"}), 80)
+    assert layout.cells[0][:6] == ("0", "0", "serving", "answers in 12 ms", "-", "-")
+    assert layout.lines[1].plain == "06:17:51 ready · serving 0-7"  # not "ready · READY"
 
 
 @pytest.mark.parametrize(
