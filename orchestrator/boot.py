@@ -30,9 +30,10 @@ from orchestrator.errors import (
     ImageError,
     PreflightRefused,
 )
-from orchestrator.facts import NodeFacts, close_transports, open_transports
+from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.events import Resumed, Step
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
 from orchestrator.models.run import Finding, Outcome, RankStarted

@@ -1,29 +1,25 @@
 """`cluster inventory check`: connect to every node at once and say, per node, what it is.
 
-The verdict per node is pure (`judge`) over facts gathered by probes; gathering is thin.
+The facts come the way preflight gets them (`facts.gather_node_facts`: the probes in one
+batched command per node); the verdict per node is pure (`judge_node`), and the fabric
+interface is judged by the one rule preflight uses (`probes.interfaces.fabric_faults`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, HostKeyError, NodeUnreachable
+from orchestrator.facts import FactsRequest, gather_node_facts
 from orchestrator.fanout import settle
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory, Node
-from orchestrator.probes.base import Probe
-from orchestrator.probes.docker import docker_version_probe
-from orchestrator.probes.gpu import NVIDIA_SMI
-from orchestrator.probes.host import HOST
-from orchestrator.probes.interfaces import IP_ADDR, find_interface
-from orchestrator.probes.meminfo import MEMINFO
+from orchestrator.probes.interfaces import fabric_faults
 from orchestrator.transport import ConnectOptions, Transport, transport_for
 
-T = TypeVar("T")
 PROBE_TIMEOUT_S = 15.0
 
 
@@ -91,74 +87,69 @@ def _reason(exc: Exception) -> str:
     return type(exc).__name__.removesuffix("Error").lower() or "error"
 
 
-def _fabric_ok(state: FabricState) -> str | None:
-    """Why the fabric interface is not usable for NCCL, or None when it is."""
-    if not state.present:
-        return f"fabric interface {state.iface} not found"
-    if state.state not in ("UP", "UNKNOWN"):  # loopback reports UNKNOWN and works
-        return f"fabric interface {state.iface} is {state.state}"
-    if not state.addresses:
-        return f"fabric interface {state.iface} has no IPv4 address"
-    return None
-
-
-async def _ask(transport: Transport, probe: Probe[T]) -> T:
-    result = await transport.run(probe.argv, timeout_s=PROBE_TIMEOUT_S)
-    return probe.interpret(result.exit_status, result.stdout, result.stderr)
-
+CHECK_FACTS = frozenset({"host", "memory", "interfaces", "docker", "gpu"})
+"""What the check asks of each node: what it is, not whether a recipe fits (that is preflight)."""
 
 TransportFactory = Callable[[Node], Transport]
 
 
 async def check_node(inventory: Inventory, node: Node, transport: Transport) -> NodeCheck:
+    """One node's row: its facts through the same path as preflight (`gather_node_facts`,
+    one batched command), judged by `judge_node`."""
     base: dict[str, Any] = {"node": node.name, "rank": node.rank, "address": node.address}
     try:
         await transport.connect()
     except ClusterError as exc:
         return NodeCheck(**base, reachable=False, reason=_reason(exc), problems=(exc.line(),))
+    # The built-in simulated cluster runs processes: its Docker, if any, is not asked.
+    request = FactsRequest(
+        docker=inventory.connection is Connection.ssh,
+        clock=False,
+        only=CHECK_FACTS,
+        timeout_s=PROBE_TIMEOUT_S,
+    )
     try:
-        outcomes = await asyncio.gather(
-            _ask(transport, HOST),
-            _ask(transport, MEMINFO),
-            _ask(transport, IP_ADDR),
-            _ask(transport, docker_version_probe(DockerCli.of(node))),
-            _ask(transport, NVIDIA_SMI),
-            return_exceptions=True,
-        )
+        facts = await gather_node_facts(node, transport, request)
     finally:
         await transport.close()
-    host, mem, ifaces, docker, gpu = outcomes
-    problems: list[str] = []
-    facts: dict[str, Any] = {}
-    for value in outcomes:
-        if isinstance(value, ClusterError):
-            if not (value is docker and inventory.connection is Connection.local):
-                problems.append(value.line())
-        elif isinstance(value, BaseException):
-            raise value
-    if not isinstance(host, BaseException):
-        facts.update(hostname=host.hostname, arch=host.arch, kernel=host.kernel)
-    if not isinstance(mem, BaseException):
-        facts.update(
-            mem_total=mem.mem_total, mem_free=mem.mem_free, mem_available=mem.mem_available
+    return judge_node(node, facts)
+
+
+def judge_node(node: Node, facts: NodeFacts) -> NodeCheck:
+    """A node's row from its facts (pure): every probe that failed, a daemon that does not
+    answer, and the fabric interface by the one rule preflight uses (`fabric_faults`)."""
+    base: dict[str, Any] = {"node": node.name, "rank": node.rank, "address": node.address}
+    if not facts.reachable:
+        return NodeCheck(
+            **base, reachable=False, reason="error", problems=tuple(facts.errors.values())
         )
-    if not isinstance(docker, BaseException):
-        facts["docker_server"] = docker.server_version
-    if not isinstance(gpu, BaseException):
-        facts["gpu"] = ", ".join(g.name for g in gpu.gpus) if gpu.present else "no GPU"
-    if not isinstance(ifaces, BaseException):
-        found = find_interface(ifaces, node.fabric_iface)
-        fabric = FabricState(
+    problems = list(facts.errors.values())
+    row: dict[str, Any] = {}
+    if facts.host is not None:
+        row.update(hostname=facts.host.hostname, arch=facts.host.arch, kernel=facts.host.kernel)
+    if facts.memory is not None:
+        m = facts.memory
+        row.update(mem_total=m.mem_total, mem_free=m.mem_free, mem_available=m.mem_available)
+    if facts.docker is not None:
+        row["docker_server"] = facts.docker.server_version
+        if not facts.docker.reachable:
+            problems.append(
+                f"the docker daemon does not answer: {facts.docker.error or 'no server'}"
+            )
+    if facts.gpu is not None:
+        gpus = facts.gpu.gpus
+        row["gpu"] = ", ".join(g.name for g in gpus) if facts.gpu.present else "no GPU"
+    if facts.interfaces is not None:
+        found = facts.interface(node.fabric_iface)
+        row["fabric"] = FabricState(
             iface=node.fabric_iface,
             present=found is not None,
             addresses=tuple(found.ipv4) if found else (),
             mtu=found.mtu if found else None,
             state=found.operstate if found else None,
         )
-        facts["fabric"] = fabric
-        if why := _fabric_ok(fabric):
-            problems.append(why)
-    return NodeCheck(**base, reachable=True, **facts, problems=tuple(problems))
+        problems += [f.what for f in fabric_faults(node.name, node.fabric_iface, facts.interfaces)]
+    return NodeCheck(**base, reachable=True, **row, problems=tuple(problems))
 
 
 async def check_inventory(

@@ -39,7 +39,8 @@ multi-node starts the head, waits for its rendezvous port, then the headless wor
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -195,11 +196,29 @@ def waves(recipe: Recipe, nnodes: int) -> tuple[tuple[int, ...], ...]:
     return (tuple(range(nnodes)),)
 
 
+@dataclass(frozen=True)
+class LaunchVariant:
+    """The same ranks started for another purpose (`nccl-check`): the boot's options, env and
+    rendezvous exactly, with these differences."""
+
+    purpose: str  # in the container name: cluster-<run>-<purpose>-r<rank>
+    label: str  # the cluster.purpose label
+    argv: Callable[[int], Sequence[str]]  # what rank k runs instead of the engine
+    image: str | None = None  # instead of the recipe's
+    volumes: tuple[str, ...] = ()  # extra bind mounts, for these containers only
+    env: Mapping[str, str] = field(default_factory=dict)  # on top of the boot's env
+
+
 def plan_launch(
-    recipe: Recipe, inventory: Inventory, rendezvous: RendezvousPlan, run_id: str
+    recipe: Recipe,
+    inventory: Inventory,
+    rendezvous: RendezvousPlan,
+    run_id: str,
+    variant: LaunchVariant | None = None,
 ) -> LaunchPlan:
-    """Every rank's `docker run` for `recipe` on `inventory`. Pure; `PlanError` when the
-    rendezvous is incomplete or the recipe is for another number of nodes."""
+    """Every rank's `docker run` for `recipe` on `inventory` (or its `variant`). Pure;
+    `PlanError` when the rendezvous is incomplete or the recipe is for another number of
+    nodes."""
     nnodes = len(inventory.nodes)
     if recipe.nodes != nnodes:
         raise PlanError(
@@ -210,18 +229,22 @@ def plan_launch(
     missing = [r.node for r in rendezvous.ranks if r.address is None]
     if missing:
         raise PlanError(f"no fabric address on {', '.join(missing)}")
-    options = [*container_options(recipe), *add_hosts(rendezvous)]
+    volumes = [flag for v in (variant.volumes if variant else ()) for flag in ("--volume", v)]
+    options = [*container_options(recipe), *volumes, *add_hosts(rendezvous)]
+    image = (variant.image if variant else None) or recipe.image.reference
     ranks = []
     for node in inventory.nodes:
         rank_rdv = rendezvous.rank(node.rank)
         command = render(recipe, node.rank, nnodes, rendezvous.head_addr, rendezvous.head_port)
-        env = {**command.env, **rank_rdv.env}
-        name = container_name(run_id, node.rank)
+        env = {**command.env, **rank_rdv.env, **(variant.env if variant else {})}
+        argv = tuple(variant.argv(node.rank) if variant else command.argv_tail)
+        name = container_name(run_id, node.rank, variant.purpose if variant else "")
         labels = {
             LABEL_RUN: run_id,
             LABEL_RANK: str(node.rank),
             LABEL_RECIPE: recipe.name,
             LABEL_NODE: node.name,
+            **({LABEL_PURPOSE: variant.label} if variant else {}),
         }
         ranks.append(
             RankLaunch(
@@ -229,7 +252,7 @@ def plan_launch(
                 node=node.name,
                 container=name,
                 labels=labels,
-                engine_argv=tuple(command.argv_tail),
+                engine_argv=argv,
                 env=env,
                 docker_argv=docker_run_argv(
                     node=node,
@@ -237,8 +260,8 @@ def plan_launch(
                     labels=labels,
                     options=options,
                     env=env,
-                    image=recipe.image.reference,
-                    argv=command.argv_tail,
+                    image=image,
+                    argv=argv,
                 ),
             )
         )
@@ -246,7 +269,7 @@ def plan_launch(
         run_id=run_id,
         recipe=recipe.name,
         engine=recipe.engine,
-        image=recipe.image.reference,
+        image=image,
         head_addr=rendezvous.head_addr,
         head_port=rendezvous.head_port,
         waves=waves(recipe, nnodes),

@@ -35,23 +35,16 @@ from orchestrator.facts import (
     open_transports,
 )
 from orchestrator.launch import (
-    LABEL_NODE,
-    LABEL_PURPOSE,
-    LABEL_RANK,
-    LABEL_RECIPE,
-    LABEL_RUN,
+    LaunchVariant,
     PlanError,
     RankLaunch,
-    add_hosts,
-    container_name,
-    container_options,
-    docker_run_argv,
+    plan_launch,
     with_secret_env,
 )
 from orchestrator.logtail import readable_tail
 from orchestrator.models.events import NcclCheck
 from orchestrator.models.inventory import Inventory
-from orchestrator.models.recipe import Recipe, render
+from orchestrator.models.recipe import Recipe
 from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.scripts import script_text
@@ -296,59 +289,20 @@ def plan_nccl_check(
     options: NcclCheckOptions,
     script: str,
 ) -> tuple[RankLaunch, ...]:
-    """Per rank, the check container's `docker run`: the boot's options and env, the script
-    instead of the engine. `PlanError` when the rendezvous is incomplete."""
+    """Per rank, the check container's `docker run`: the boot's launch plan (`plan_launch`),
+    the script instead of the engine. `PlanError` when the rendezvous is incomplete."""
     nnodes = len(inventory.nodes)
-    if recipe.nodes != nnodes:
-        raise PlanError(
-            f"recipe {recipe.name} is for {recipe.nodes} nodes, the inventory has {nnodes}"
-        )
-    head_addr = rendezvous.head_addr
-    if head_addr is None:
-        raise PlanError(f"the head {rendezvous.head} has no address on {rendezvous.head_iface}")
-    missing = [r.node for r in rendezvous.ranks if r.address is None]
-    if missing:
-        raise PlanError(f"no fabric address on {', '.join(missing)}")
-    volumes: list[str] = []
-    for volume in options.volumes:
-        volumes += ["--volume", volume]
-    opts = [*container_options(recipe), *volumes, *add_hosts(rendezvous)]
+    head, port = rendezvous.head_addr or "", rendezvous.head_port
     debug = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"} if options.nccl_debug else {}
-    image = options.image or recipe.image.reference
-    launches = []
-    for node in inventory.nodes:
-        rank = rendezvous.rank(node.rank)
-        command = render(recipe, node.rank, nnodes, head_addr, rendezvous.head_port)
-        env = {**command.env, **rank.env, **debug}
-        name = container_name(run_id, node.rank, PURPOSE)
-        labels = {
-            LABEL_RUN: run_id,
-            LABEL_RANK: str(node.rank),
-            LABEL_RECIPE: recipe.name,
-            LABEL_NODE: node.name,
-            LABEL_PURPOSE: "nccl-check",
-        }
-        argv = check_argv(options, script, node.rank, nnodes, head_addr, rendezvous.head_port)
-        launches.append(
-            RankLaunch(
-                rank=node.rank,
-                node=node.name,
-                container=name,
-                labels=labels,
-                engine_argv=tuple(argv),
-                env=env,
-                docker_argv=docker_run_argv(
-                    node=node,
-                    name=name,
-                    labels=labels,
-                    options=opts,
-                    env=env,
-                    image=image,
-                    argv=argv,
-                ),
-            )
-        )
-    return tuple(launches)
+    variant = LaunchVariant(
+        purpose=PURPOSE,
+        label="nccl-check",
+        argv=lambda rank: check_argv(options, script, rank, nnodes, head, port),
+        image=options.image,
+        volumes=options.volumes,
+        env=debug,
+    )
+    return plan_launch(recipe, inventory, rendezvous, run_id, variant).ranks
 
 
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) ?(.*)$")

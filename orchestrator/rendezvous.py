@@ -42,10 +42,10 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.facts import NodeFacts
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe
-from orchestrator.probes.interfaces import Interface
+from orchestrator.probes.interfaces import Interface, fabric_faults
 from orchestrator.probes.rdma import RdmaDevice, fabric_devices
 from orchestrator.probes.sockets import holders
 
@@ -154,9 +154,15 @@ def plan_rank(recipe: Recipe, node: Node, facts: NodeFacts | None) -> RankRendez
     for var in IFACE_VARS:
         env[var] = iface_name
         sources[var] = "inventory fabric_iface"
-    if facts is not None and facts.interfaces is not None and iface is None:
+    if facts is not None and facts.interfaces is not None:
+        # The one interface rule (preflight and `inventory check` judge by it too).
         names = ", ".join(i.name for i in facts.interfaces) or "none"
-        notes.append(f"{iface_name} does not exist on {node.name} (it has: {names})")
+        notes += [
+            f"{fault.what} (it has: {names})"
+            if fault.code == "fabric-iface-missing"
+            else fault.what
+            for fault in fabric_faults(node.name, iface_name, facts.interfaces)
+        ]
     rdma = facts.rdma if facts is not None else None
     devices: list[RdmaDevice] = []
     hcas: tuple[str, ...] = ()

@@ -22,6 +22,10 @@ EXCEPTION = re.compile(
     r"(?:^|[\s:\]>|(\"'`])(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")"
     r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
 )
+# a class alone on its line: raised without a message (`AssertionError`)
+BARE = re.compile(
+    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\s*$"
+)
 RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
 # C++ exceptions (`terminate called after throwing ... what():  CUDA error: ...`) and
 # TensorRT-LLM's `[TensorRT-LLM][ERROR] ...`: the class is not printed, the message is
@@ -95,6 +99,15 @@ FAMILIES: tuple[Family, ...] = (
         r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_|[Ff]used_?[Mm]o[Ee]|DeepEP|deep_ep|[Gg]rouped ?GEMM",
         "the MoE layer or runner",
     ),
+    # raised while reading the weight files, whatever it says (a shape assert, a bare error)
+    _f(
+        "weights-files",
+        "low",
+        None,
+        None,
+        "the weight loader",
+        frames=r"weight_utils\.py|/model_loader/default_loader\.py|/safetensors/torch\.py",
+    ),
     _f(
         "tokenizer-config",
         "medium",
@@ -107,15 +120,16 @@ FAMILIES: tuple[Family, ...] = (
         "weights-files",
         "medium",
         r"Safetensor|FileNotFoundError|OSError|ValueError|KeyError|RuntimeError|EOFError|"
-        r"UnpicklingError",
+        r"UnpicklingError|AssertionError",
         r"\.safetensors|[Ss]afe[Tt]ensors|state_dict|\bshards?\b|model weights|weights? file|"
+        r"PytorchStreamReader|zip archive|central directory|invalid load key|loaded_weight|"
         r"\.bin\b|\.pt\b|\.gguf\b|checkpoint|index\.json|pytorch_model",
         "the weight files",
     ),
     _f(
         "tokenizer-config",
         "medium",
-        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|Exception",
+        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|HTTPError|Exception",
         r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat template|[Rr]epo id|"
         r"config format|gated repo|is restricted|preprocessor_config|generation_config|"
         r"model type|does not recognize this architecture|Unrecognized model|sentencepiece|"
@@ -183,6 +197,8 @@ def exception_of(text: str) -> Raised | None:
     m = EXCEPTION.search(text)
     if m is not None:
         return Raised(m.group("cls"), m.group("msg").strip())
+    if m := BARE.match(text):
+        return Raised(m.group("cls"), "")
     if m := NATIVE.search(text):
         return Raised("what()", (m.group("msg") or m.group("trt") or "").strip())
     if m := NOTEBOOK.search(text):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.facts import NodeFacts
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.checks import _CHECK_FUNCTIONS, _DOCKER_ONLY, CHECKS

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.facts import NodeFacts
 from orchestrator.launch import LaunchPlan
+from orchestrator.models.facts import NodeFacts
 from orchestrator.probes.tcp import ConnectResult, ListenerReport
 from orchestrator.rendezvous import RendezvousPlan
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from orchestrator.facts import (
     FactsRequest,
-    NodeFacts,
     TransportFactory,
     add_peers,
     close_transports,
@@ -16,6 +17,7 @@ from orchestrator.facts import (
 )
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.judge import judge
@@ -24,6 +26,8 @@ from orchestrator.preflight.reachability import probe_reachability
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.transport import ConnectOptions
+
+T = TypeVar("T")
 
 
 def runtime_of(inventory: Inventory) -> Runtime:
@@ -60,16 +64,17 @@ async def run_preflight(
     transports = open_transports(inventory, options or ConnectOptions(), factory)
     try:
         facts = await gather_facts(inventory, transports, request, on_node)
-        missing_image = any(f.image is not None and not f.image.present for f in facts)
-        if peers or (peers is None and docker and missing_image and len(inventory.nodes) > 1):
-            facts = await add_peers(inventory, transports, facts)
         plan = plan_rendezvous(recipe, inventory, facts)
-        head_facts = facts[0] if facts else None
-        reach = None
-        if head_facts is not None and head_facts.reachable:
-            reach = await probe_reachability(
-                inventory, transports, plan, timeout_s=limits.tcp_timeout_s
-            )
+        missing_image = any(f.image is not None and not f.image.present for f in facts)
+        ask_peers = peers or (peers is None and docker and missing_image and len(facts) > 1)
+        head_up = bool(facts) and facts[0].reachable
+        # Independent of each other (the plan needs no peers): both at once.
+        facts, reach = await asyncio.gather(
+            add_peers(inventory, transports, facts) if ask_peers else _same(facts),
+            probe_reachability(inventory, transports, plan, timeout_s=limits.tcp_timeout_s)
+            if head_up
+            else _same(None),
+        )
     finally:
         await close_transports(transports)
     run_id = run.id if run is not None else new_run_id()
@@ -107,6 +112,10 @@ async def run_preflight(
     if run is not None:
         write_preflight(run, result)
     return result
+
+
+async def _same(value: T) -> T:
+    return value
 
 
 def write_preflight(run: Run, result: PreflightResult) -> None:

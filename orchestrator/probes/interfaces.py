@@ -17,8 +17,9 @@ Older iproute2 releases print `{}` for entries a filter skipped; those are ignor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,6 +69,48 @@ class Interface(BaseModel):
 def find_interface(interfaces: Iterable[Interface], name: str) -> Interface | None:
     """The interface called `name`, or None: a missing fabric port is an answer, not an error."""
     return next((iface for iface in interfaces if iface.name == name), None)
+
+
+@dataclass(frozen=True)
+class FabricFault:
+    """Why a node's fabric interface cannot carry NCCL/Gloo: `code` names the check."""
+
+    code: Literal["fabric-iface-missing", "fabric-iface-down", "fabric-iface-no-address"]
+    what: str
+
+
+def fabric_faults(node: str, name: str, interfaces: Sequence[Interface]) -> tuple[FabricFault, ...]:
+    """The one rule for a fabric interface, used by `inventory check`, preflight and the
+    rendezvous plan: it exists, it is admin-up with carrier (`usable`), it has an IPv4 address.
+    Empty when all holds."""
+    iface = find_interface(interfaces, name)
+    if iface is None:
+        return (
+            FabricFault(
+                "fabric-iface-missing",
+                f"fabric interface {name} does not exist on {node}: NCCL_SOCKET_IFNAME and "
+                "GLOO_SOCKET_IFNAME would name an interface that is not there",
+            ),
+        )
+    faults = []
+    if not iface.usable:
+        cause = (
+            "administratively down"
+            if not iface.admin_up
+            else "no carrier (cable out or peer port down)"
+            if iface.no_carrier or not iface.lower_up
+            else f"state {iface.operstate}"
+        )
+        faults.append(
+            FabricFault("fabric-iface-down", f"fabric link {name} on {node} is down: {cause}")
+        )
+    if not iface.ipv4:
+        faults.append(
+            FabricFault(
+                "fabric-iface-no-address", f"fabric interface {name} on {node} has no IPv4 address"
+            )
+        )
+    return tuple(faults)
 
 
 def _interfaces(stdout: str, probe: str) -> list[Interface]:

@@ -81,7 +81,7 @@ def fitted_summary(view: BootView, width: int | None) -> Text:
     parts = summary_parts(view)
     if view.warnings:
         parts.insert(1, Part(plural(len(view.warnings), "warning"), 2, style="yellow"))
-    if view.outcome and view.outcome not in parts[0].text:
+    if view.outcome and view.outcome.lower() not in parts[0].text.lower():  # not "ready · READY"
         parts.insert(1, Part(view.outcome, style="green" if view.outcome == "READY" else "red"))
 
     def joined() -> str:

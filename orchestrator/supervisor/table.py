@@ -30,6 +30,7 @@ from rich.text import Text
 from orchestrator.cli.output import harmless
 from orchestrator.supervisor.summary import fitted_summary, slowest
 from orchestrator.supervisor.view import MB, BootView, GiB, RankRow, duration_text
+from orchestrator.wording import ranks_text
 
 SEP = "  "  # between two columns
 BAR = 8  # cells of the per-rank load bar
@@ -134,7 +135,7 @@ def _load(r: RankRow, names: Names, uni: bool) -> Text:
 
 
 def _rate(r: RankRow, names: Names, uni: bool) -> Text:
-    if not r.rate_bps:
+    if not r.rate_bps or r.phase != "loading":  # once loaded, the last rate means nothing
         return cell("-")
     mbps = r.rate_bps / MB
     return cell(f"{mbps:.1f} MB/s" if mbps < 10 else f"{mbps:.0f} MB/s")
@@ -259,28 +260,31 @@ def _fit(text: Text, width: int | None) -> Text:
 
 
 def notes(view: BootView) -> list[Text]:
-    """`rank K: <last line>` for the ranks that matter: failing, unreachable, warned about,
-    then the slowest loader; at most MAX_NOTES."""
+    """`rank K: <last line>` for the ranks that matter: failing or unreachable first, then the
+    slowest loader, then those a watcher warned about; at most MAX_NOTES, and a line naming
+    the ranks left out."""
     warned = {w.rank for w in view.warnings if w.rank is not None}
     if view.verdict is not None and view.verdict.rank is not None:
         warned.add(view.verdict.rank)
     slow = slowest(view.ranks)
-    picked: list[tuple[RankRow, str]] = []
-    for r in view.ranks:
-        failing = r.oom_killed or (r.exit_code not in (None, 0)) or r.unreachable
-        if failing or r.rank in warned:
-            picked.append((r, "red" if failing else "yellow"))
-    if slow is not None and all(r.rank != slow.rank for r, _ in picked):
+    failed = [r for r in view.ranks if r.oom_killed or r.exit_code not in (None, 0)]
+    picked = [(r, "red") for r in view.ranks if r in failed or r.unreachable]
+    if slow is not None:
         picked.append((slow, "cyan"))
+    picked += [(r, "yellow") for r in view.ranks if r.rank in warned]
+    wanted: list[tuple[RankRow, str]] = []
+    for r, style in picked:  # each rank once, in the first (most important) role it has
+        if (r.unreachable or r.last_line) and all(r.rank != w.rank for w, _ in wanted):
+            wanted.append((r, style))
     out = []
-    for r, style in picked[:MAX_NOTES]:
-        what = r.unreachable or r.last_line
-        if not what:
-            continue
+    for r, style in wanted[:MAX_NOTES]:
         text = Text(no_wrap=True, end="")
         text.append(f"rank {r.rank}: ", style=style)
-        text.append_text(cell(" ".join(what.split())))
+        text.append_text(cell(" ".join((r.unreachable or r.last_line).split())))
         out.append(text)
+    if rest := sorted(r.rank for r, _ in wanted[MAX_NOTES:]):
+        also = f"also {ranks_text(rest)}: `cluster logs --rank K` shows a rank's lines"
+        out.append(cell(also, "dim"))
     return out
 
 

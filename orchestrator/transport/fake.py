@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.errors import CommandFailed
 from orchestrator.models.inventory import Node
+from orchestrator.probes.batch import batch_output, unbatch
 from orchestrator.transport.base import CommandResult, LineSplitter, OutputLine, Stream
 
 
@@ -53,8 +54,20 @@ class FakeTransport:
     ) -> CommandResult:
         await self.connect()
         argv = tuple(argv)
-        self.calls.append(argv)
-        reply = self.handler(argv, stdin)
+        batch = unbatch(argv)
+        if batch is not None:
+            # A probe batch: each command answered by the handler, as the node's shell would run
+            # them (probes/batch.py), so handlers see the commands and never the script.
+            token, commands = batch
+            answers = []
+            for command in commands:
+                self.calls.append(command)
+                r = self.handler(command, None)
+                answers.append((r.exit_status, r.stdout, r.stderr))
+            reply = FakeReply(stdout=batch_output(token, answers))
+        else:
+            self.calls.append(argv)
+            reply = self.handler(argv, stdin)
         result = CommandResult(
             node=self._node.name,
             argv=argv,

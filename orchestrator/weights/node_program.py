@@ -34,7 +34,7 @@ import select
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 META = ".cluster-weights"
@@ -111,6 +111,28 @@ def sha256_file(path: str) -> str:
         while chunk := f.read(4 * CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+class Hasher:
+    """sha256 in a second thread: chunk i is hashed while chunk i+1 is read and chunk i written
+    (hashlib and file writes release the GIL), so a node verifies at the pace of the slower of
+    its disk and one core's sha256, not of both in turn."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.h = hashlib.sha256()
+        self.pool = pool
+        self.pending: Future[None] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if self.pending is not None:
+            self.pending.result()
+        self.pending = self.pool.submit(self.h.update, chunk)
+
+    def hexdigest(self) -> str:
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
+        return self.h.hexdigest()
 
 
 # -- send ------------------------------------------------------------------------------------
@@ -275,6 +297,7 @@ def recv(spec: dict[str, Any], tag: str, node: str, raw: BinaryIO) -> int:
     files = good = bad = 0
     nbytes = 0
     ended = False
+    pool = ThreadPoolExecutor(max_workers=1)
     try:
         while (head := _json_line(inp)) is not None:
             t = head.get("t")
@@ -290,7 +313,7 @@ def recv(spec: dict[str, Any], tag: str, node: str, raw: BinaryIO) -> int:
             size = int(head["size"])
             files += 1
             tmp = os.path.join(inc, str(files))
-            h = hashlib.sha256()
+            h = Hasher(pool)
             left = size
             try:
                 with open(tmp, "wb") as f:
@@ -302,7 +325,7 @@ def recv(spec: dict[str, Any], tag: str, node: str, raw: BinaryIO) -> int:
                                 f"{size} bytes",
                                 4,
                             )
-                        h.update(chunk)
+                        h.feed(chunk)
                         f.write(chunk)
                         left -= len(chunk)
                     f.flush()
@@ -330,6 +353,7 @@ def recv(spec: dict[str, Any], tag: str, node: str, raw: BinaryIO) -> int:
         if not ended:
             raise Fail(f"the stream stopped after {files} files, before its end", 4)
     finally:
+        pool.shutdown(wait=True)
         shutil.rmtree(inc, ignore_errors=True)
         state["updated"] = time.time()
         try:

@@ -143,4 +143,7 @@ def test_a_cut_fabric_link_is_reported_down_while_management_still_reaches_the_n
     bad = rows(report)[tb.node(6).name]
     assert bad["reachable"]  # SSH over management still works
     assert bad["fabric"]["state"] == "DOWN"
-    assert any("is DOWN" in p for p in bad["problems"])
+    assert any(
+        f"fabric link {tb.node(6).fab_iface} on {tb.node(6).name} is down" in p
+        for p in bad["problems"]
+    )

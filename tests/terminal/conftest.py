@@ -258,7 +258,7 @@ _NORMALIZE = (
     (re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}"), "RUN"),
     # How many ranks the barrier watcher has warned about depends on their read rates so far.
     (re.compile(r" · \d+ warnings?"), ""),
-    (re.compile(r"^(rank \d+: .*\n)+", re.M), "rank K: <its last line>\n"),
+    (re.compile(r"^(rank \d+: .*\n)+(also ranks? .*\n)?", re.M), "rank K: <its last line>\n"),
     (re.compile(r"\b\d\d:\d\d:\d\d\b"), "HH:MM:SS"),
     (re.compile(r"slowest rank \d+"), "slowest rank K"),
     (re.compile(r"[█░]{8}"), "▒▒▒▒▒▒▒▒"),

@@ -176,7 +176,7 @@ async def test_facts_check_and_exec_readiness_ask_the_nodes_daemon() -> None:
     await check_node(inv, n, transport)
     await wait_exec_ready(transport, "img:1", window_s=1)
     asked = {argv[3] for argv in daemon.docker_calls}
-    assert {"info", "ps", "image", "version", "run"} <= asked
+    assert {"info", "ps", "image", "run"} <= asked
     assert all(argv[1:3] == ("--host", SOCK) for argv in daemon.docker_calls)
 
 

@@ -9,14 +9,18 @@ them per label) and never named. No failure case, train or held-out, may be call
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from orchestrator.cli.main import main
 from tests.postmortem_corpus import (
     Score,
     cases_of,
     cutoff,
+    diagnose_excerpt,
     load_cases,
     score,
     split_of,
@@ -70,3 +74,18 @@ def test_held_out_accuracy_is_measured_and_recorded(
     record_property("held_out_accuracy", round(held_out.accuracy, 4))
     record_property("held_out_right", f"{held_out.right}/{held_out.total}")
     assert held_out.total == len(cases_of("held-out")) > 0
+
+
+def test_the_cli_gives_the_scorer_s_answer_on_train_cases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scorer calls postmortem_logs; the CLI's `--logs FILE --json` must say the same."""
+    cases = cases_of("train")[::25]
+    assert cases
+    for case in cases:
+        log = tmp_path / f"{case.name}.log"
+        log.write_text(case.excerpt + "\n", encoding="utf-8")
+        code = main(["postmortem", "--logs", str(log), "--json"])
+        out, _ = capsys.readouterr()
+        assert code == 0, case.name
+        assert json.loads(out)["category"] == diagnose_excerpt(case.excerpt, tmp_path), case.name

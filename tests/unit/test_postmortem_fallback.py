@@ -88,7 +88,7 @@ def test_an_exception_maps_to_its_family(line: str, category: str, confidence: s
 
 def test_an_assert_raised_in_the_fused_moe_code_is_the_moe_runners_whatever_it_says() -> None:
     raised = exception_of("AssertionError")
-    assert raised is None  # a bare class name is not a statement
+    assert raised is not None and raised.msg == ""  # raised without a message
     bare = exception_of('    raise AssertionError("")')
     assert bare is not None
     fam = classify(bare, "/usr/lib/python3/vllm/model_executor/layers/fused_moe/fused_moe.py")
@@ -206,3 +206,15 @@ def test_a_rank_whose_node_was_lost_is_the_root_not_the_peers_that_raised_first(
     assert d.category == "rendezvous-network"
     assert d.first_failing_rank == 3
     assert {r.rank: r.role for r in d.ranks}[0] == "cascade"
+
+
+def test_a_bare_assert_in_the_weight_loader_is_a_weights_failure(tmp_path: Path) -> None:
+    d = diagnose(
+        tmp_path,
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/vllm/model_executor/model_loader/weight_utils.py", line 9, in default_weight_loader\n'
+        "    assert param.size() == loaded_weight.size()\n"
+        "AssertionError\n",
+    )
+    assert d.category == "weights-files"
+    assert d.root_cause is not None and d.root_cause.confidence == "low"

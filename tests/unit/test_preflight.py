@@ -14,8 +14,8 @@ import yaml
 
 from orchestrator.cli.main import main
 from orchestrator.errors import ExitCode
-from orchestrator.facts import NodeFacts
 from orchestrator.inventory import load_inventory
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight import (

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.facts import NodeFacts
 from orchestrator.inventory import load_inventory
+from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.paths import builtin_simulated_inventory

@@ -142,18 +142,19 @@ def test_wide_shows_every_column_and_the_ascii_bar_stands_in_without_unicode():
 
 def test_only_the_ranks_that_matter_get_their_last_line_under_the_table():
     notes = [line.plain for line in lay_out(troubled(), 80).lines if NOTE.match(line.plain)]
-    # the warned-about rank, the OOM-killed one, the unreachable one, then the slowest loader
-    assert [n.split(":")[0] for n in notes] == ["rank 2", "rank 3", "rank 6", "rank 0"]
-    assert "[bold]not markup[/bold]" in notes[1]  # shown as written, never interpreted
-    assert notes[1].endswith("…") and len(notes[1]) == 80
-    assert notes[2] == "rank 6: no SSH handshake with 198.18.0.17:22 within 5 s"
+    # the OOM-killed rank, the unreachable one, the slowest loader, the warned-about one
+    assert [n.split(":")[0] for n in notes] == ["rank 3", "rank 6", "rank 0", "rank 2"]
+    assert "[bold]not markup[/bold]" in notes[0]  # shown as written, never interpreted
+    assert notes[0].endswith("…") and len(notes[0]) == 80
+    assert notes[1] == "rank 6: no SSH handshake with 198.18.0.17:22 within 5 s"
     slow = [line.plain for line in lay_out(loading(), 160).lines if NOTE.match(line.plain)]
     assert slow == ["rank 5: [2026-12-01 06:17:51 TP5] Load weight begin. avail mem=17.08 GB"]
 
 
-def test_a_serving_row_says_how_it_serves_and_shows_no_eta():
-    layout = lay_out(serving(), 80)
-    assert layout.cells[0][:5] == ("0", "0", "serving", "answers in 12 ms", "-")
+def test_a_serving_row_says_how_it_serves_and_shows_no_eta_nor_a_stale_rate():
+    layout = lay_out(serving().model_copy(update={"outcome": "READY"}), 80)
+    assert layout.cells[0][:6] == ("0", "0", "serving", "answers in 12 ms", "-", "-")
+    assert layout.lines[1].plain == "06:17:51 ready · serving 0-7"  # not "ready · READY"
 
 
 @pytest.mark.parametrize(
@@ -201,3 +202,13 @@ def test_the_summary_names_the_outcome_once_the_boot_has_one():
     failed = loading().model_copy(update={"phase": "failed", "outcome": "READY_TIMEOUT"})
     assert fitted_summary(failed, 80).plain.startswith("06:17:51 failed · READY_TIMEOUT · ")
     assert fitted_summary(failed, 24).plain == "06:17:51 failed · READY_TIMEOUT"
+
+
+def test_past_four_last_lines_the_ranks_left_out_are_named():
+    warn = [Finding(watcher="barrier", severity="warning", rank=k, message="m") for k in range(8)]
+    lines = [
+        line.plain for line in lay_out(loading().model_copy(update={"warnings": warn}), 100).lines
+    ]
+    notes = [line for line in lines if NOTE.match(line)]
+    assert [n.split(":")[0] for n in notes] == ["rank 5", "rank 0", "rank 1", "rank 2"]
+    assert "also ranks 3-4, 6-7: `cluster logs --rank K` shows a rank's lines" in lines

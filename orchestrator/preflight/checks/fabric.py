@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.models.inventory import Connection, Node
 from orchestrator.preflight.model import Reachability, Severity
+from orchestrator.probes.interfaces import fabric_faults
 from orchestrator.probes.rdma import RdmaDevice
 
 if TYPE_CHECKING:
@@ -21,46 +22,29 @@ def _check_fabric(j: _Judge) -> None:
             continue
         name = node.fabric_iface
         iface = f.interface(name)
-        if iface is None:
-            present = ", ".join(i.name for i in f.interfaces)
+        state = (
+            f"{name}: operstate {iface.operstate}, flags {','.join(iface.flags)}"
+            if iface is not None
+            else ""
+        )
+        present = ", ".join(i.name for i in f.interfaces)
+        evidence = {
+            "fabric-iface-missing": f"ip -j addr on {node.name}: {present}",
+            "fabric-iface-down": state,
+            "fabric-iface-no-address": state + "; no inet address",
+        }
+        fix = {
+            "fabric-iface-missing": f"set fabric_iface for {node.name} in the inventory to its "
+            "CX-7 port that is Up (`ibdev2netdev` on the node; e.g. enp1s0f1np1 or its twin "
+            "enP2p1s0f1np1): names are per host",
+            "fabric-iface-down": f"`sudo ip link set {name} up` on {node.name}; with NO-CARRIER "
+            "check the QSFP cable and the switch or peer port",
+            "fabric-iface-no-address": f"give {name} a static IPv4 in the fabric subnet "
+            "(netplan, like the other nodes)",
+        }
+        for fault in fabric_faults(node.name, name, f.interfaces):
             j.add(
-                "fabric-iface-missing",
-                Severity.error,
-                node,
-                f"fabric interface {name} does not exist on {node.name}: NCCL_SOCKET_IFNAME and "
-                f"GLOO_SOCKET_IFNAME would name an interface that is not there",
-                f"ip -j addr on {node.name}: {present}",
-                f"set fabric_iface for {node.name} in the inventory to its CX-7 port that is Up "
-                "(`ibdev2netdev` on the node; e.g. enp1s0f1np1 or its twin enP2p1s0f1np1): names "
-                "are per host",
-            )
-            continue
-        state = f"{name}: operstate {iface.operstate}, flags {','.join(iface.flags)}"
-        if not iface.usable:
-            cause = (
-                "administratively down"
-                if not iface.admin_up
-                else "no carrier (cable out or peer port down)"
-                if iface.no_carrier or not iface.lower_up
-                else f"state {iface.operstate}"
-            )
-            j.add(
-                "fabric-iface-down",
-                Severity.error,
-                node,
-                f"fabric link {name} on {node.name} is down: {cause}",
-                state,
-                f"`sudo ip link set {name} up` on {node.name}; with NO-CARRIER check the QSFP "
-                "cable and the switch or peer port",
-            )
-        if not iface.ipv4:
-            j.add(
-                "fabric-iface-no-address",
-                Severity.error,
-                node,
-                f"fabric interface {name} on {node.name} has no IPv4 address",
-                state + "; no inet address",
-                f"give {name} a static IPv4 in the fabric subnet (netplan, like the other nodes)",
+                fault.code, Severity.error, node, fault.what, evidence[fault.code], fix[fault.code]
             )
 
 

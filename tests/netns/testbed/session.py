@@ -25,6 +25,7 @@ from .node import Node
 from .processes import terminate
 
 BASHRC_MARK = "# tests.netns.testbed: slow shell"
+STARTS = ".shell-starts"
 
 
 class SessionMixin(DaemonsMixin):
@@ -60,7 +61,17 @@ class SessionMixin(DaemonsMixin):
             if bashrc.exists() and bashrc.read_text().startswith(BASHRC_MARK):
                 bashrc.unlink()
             return
-        bashrc.write_text(f"{BASHRC_MARK}\nsleep {delay_s:g}\n")
+        # Each start-up also appends a line to ~/.shell-starts: `shell_starts` counts them.
+        bashrc.write_text(f"{BASHRC_MARK}\necho >>~/{STARTS}\nsleep {delay_s:g}\n")
+
+    def shell_starts(self, node: int | str | Node) -> int:
+        """Login shells started on `node` since the last `reset_shell_starts` (slow shell on)."""
+        path = self.node(node).root_home / STARTS
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def reset_shell_starts(self) -> None:
+        for nd in self.nodes:
+            (nd.root_home / STARTS).unlink(missing_ok=True)
 
     def _restart_sshds(self, nodes: list[Node], timeout: float) -> None:
         """Every node's sshd again with its config rewritten; sessions already open keep

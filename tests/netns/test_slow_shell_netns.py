@@ -1,0 +1,75 @@
+"""A login shell that takes 0.2 s (a ~/.bashrc with conda or pyenv init), on the netns testbed.
+
+Every command sshd runs starts root's shell, and the testbed's slow `~/.bashrc` counts its
+start-ups (`Testbed.shell_starts`). `inventory check` and preflight ask each node for its facts
+in one batched command (probes/batch.py), so a node costs few start-ups, not one per probe;
+the seconds are bench/slow_shell.py's to measure, this counts and checks the answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.inventory import load_inventory
+from orchestrator.preflight.runner import run_preflight
+from orchestrator.recipes import resolve_recipe
+from orchestrator.simulator.twin import make_twin
+from orchestrator.transport import ConnectOptions
+from tests.netns.testbed import TEST_IMAGE, Testbed
+
+pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def slow(testbed: Testbed, testbed_image: str) -> Iterator[Testbed]:
+    testbed.heal()
+    testbed.set_session(shell_delay_s=0.2)
+    try:
+        yield testbed
+    finally:
+        testbed.set_session(shell_delay_s=0.0)
+
+
+def test_inventory_check_starts_one_shell_per_node_and_finds_every_node_healthy(
+    slow: Testbed,
+) -> None:
+    slow.reset_shell_starts()
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "inventory", "check", "-i", str(slow.inventory),
+         "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["healthy"] and len(report["nodes"]) == len(slow.nodes), report
+    assert all(n["docker_server"] and n["hostname"] for n in report["nodes"]), report
+    assert [slow.shell_starts(nd) for nd in slow.nodes] == [1] * len(slow.nodes)
+
+
+def test_preflight_asks_each_node_in_a_few_shells_and_passes(slow: Testbed, tmp_path: Path) -> None:
+    (tmp_path / "model-00001-of-00001.safetensors").write_bytes(b"\x01" * 4096)
+    recipe = make_twin(
+        resolve_recipe("mistral-large4-8x-sglang"),
+        "test",
+        python=sys.executable,
+        image=TEST_IMAGE,
+        weights_dir=str(tmp_path),
+    )
+    slow.reset_shell_starts()
+    result = asyncio.run(run_preflight(recipe, load_inventory(slow.inventory), ConnectOptions()))
+    facts = {f.node: f for f in result.facts}
+    assert all(f.reachable and not f.errors for f in facts.values()), facts
+    reach = result.report.reachability
+    assert reach is not None and len(reach.results) == len(slow.nodes) and not reach.errors, reach
+    assert all(r.ok for r in reach.results.values()), reach
+    starts = [slow.shell_starts(nd) for nd in slow.nodes]
+    # Every node: the probes' batch, the clock, free disk, the connect to the head's port;
+    # the head also runs the listener and stops it. Before the batch: 13 to 14 per node.
+    assert max(starts[1:]) <= 4 and starts[0] <= 6, starts
