@@ -43,6 +43,7 @@ from orchestrator.postmortem.model import Diagnosis
 from orchestrator.preflight import run_preflight
 from orchestrator.probes.tcp import connect_probe
 from orchestrator.recipes import resolve_recipe
+from orchestrator.runctx import watch_config
 from orchestrator.runstore import Run, RunStore
 from orchestrator.runtime.base import RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
@@ -50,7 +51,6 @@ from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
-from orchestrator.supervisor.watchers import WatchConfig, watch_config_for
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.wording import waves_text
 
@@ -328,17 +328,6 @@ def preflight_progress(inventory: Inventory, ui: BootUI) -> Callable[[NodeFacts]
     return on_node
 
 
-def watch_config(recipe: Recipe) -> WatchConfig:
-    return watch_config_for(
-        recipe.engine.value,
-        barrier_window_s=float(recipe.timeouts.barrier),
-        env=recipe.env,
-        expected_bytes_per_rank=recipe.model.expected_bytes_per_rank,
-        scale=float(recipe.env.get("CLUSTER_SIM_SCALE", "1") or 1),
-        rendezvous_s=float(recipe.timeouts.rendezvous),
-    )
-
-
 async def boot(
     recipe_ref: str,
     inventory: Inventory,
@@ -416,13 +405,15 @@ async def boot(
         specs,
         runtime,
         SuperviseConfig(
-            watch=watch_config(recipe),
+            watch=watch_config(
+                recipe.timeouts,
+                recipe.model.expected_bytes_per_rank,
+                engine=recipe.engine.value,
+                env=recipe.env,
+            ),
             ready_url=ready_url,
             endpoint=url,
-            # The last rank may finish loading a whole barrier window after the first.
-            ready_timeout_s=float(
-                recipe.timeouts.weights + recipe.timeouts.barrier + recipe.timeouts.ready
-            ),
+            ready_timeout_s=recipe.timeouts.ready_deadline_s,
         ),
         recipe=real.name,
         on_view=ui.view,
@@ -524,8 +515,6 @@ async def resume(
     else:
         transports = dict(open_transports(ctx.inventory, options.connect))
         runtime = DockerRuntime(transports)
-    recipe = ctx.manifest.get("recipe") or {}
-    timeouts = recipe.get("timeouts") or {}
     supervisor = Supervisor(
         run,
         ctx.specs,
@@ -534,11 +523,7 @@ async def resume(
             watch=ctx.watch,
             ready_url=ctx.ready_url,
             endpoint=ctx.endpoint,
-            ready_timeout_s=float(
-                timeouts.get("weights", 3600)
-                + timeouts.get("barrier", 480)
-                + timeouts.get("ready", 1800)
-            ),
+            ready_timeout_s=ctx.timeouts.ready_deadline_s,
         ),
         recipe=ctx.recipe_name,
         on_view=ui.view,

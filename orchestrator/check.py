@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.errors import ClusterError, HostKeyError, NodeUnreachable
 from orchestrator.facts import FactsRequest, gather_node_facts
-from orchestrator.fanout import settle
+from orchestrator.fanout import settle_each
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.probes.interfaces import fabric_faults
@@ -159,25 +159,16 @@ async def check_inventory(
 ) -> CheckReport:
     """Check every node at once. `factory` makes a node's transport (a fake in core tests)."""
     make = factory or (lambda n: transport_for(inventory, n, options))
-    outcomes = await settle(
-        inventory.nodes, lambda n: check_node(inventory, n, make(n)), limit=options.fanout
+
+    def failed(n: Node, why: str) -> NodeCheck:
+        return NodeCheck(
+            node=n.name, rank=n.rank, address=n.address, reachable=False, reason="error",
+            problems=(why,),
+        )  # fmt: skip
+
+    rows = await settle_each(
+        inventory.nodes, lambda n: check_node(inventory, n, make(n)), failed, options.fanout
     )
-    rows = []
-    for outcome in outcomes:
-        if outcome.value is not None:
-            rows.append(outcome.value)
-        else:  # an unexpected error on one node is that node's row, never the whole check
-            n = outcome.node
-            rows.append(
-                NodeCheck(
-                    node=n.name,
-                    rank=n.rank,
-                    address=n.address,
-                    reachable=False,
-                    reason="error",
-                    problems=(f"{type(outcome.error).__name__}: {outcome.error}",),
-                )
-            )
     return CheckReport(
         inventory=str(inventory.path), connection=inventory.connection.value, nodes=tuple(rows)
     )

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
-from orchestrator.fanout import settle
+from orchestrator.fanout import settle_each
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.base import Probe
@@ -260,20 +260,9 @@ async def gather_facts(
             on_node(facts)
         return facts
 
-    outcomes = await settle(inventory.nodes, one)
-    facts = []
-    for outcome in outcomes:
-        if outcome.value is not None:
-            facts.append(outcome.value)
-        else:
-            n = outcome.node
-            facts.append(
-                NodeFacts(
-                    node=n.name,
-                    rank=n.rank,
-                    address=n.address,
-                    reachable=False,
-                    errors={"gather": f"{type(outcome.error).__name__}: {outcome.error}"},
-                )
-            )
-    return tuple(facts)
+    def failed(n: Node, why: str) -> NodeFacts:
+        return NodeFacts(
+            node=n.name, rank=n.rank, address=n.address, reachable=False, errors={"gather": why}
+        )
+
+    return tuple(await settle_each(inventory.nodes, one, failed))

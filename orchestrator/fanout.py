@@ -49,3 +49,19 @@ async def settle(
                 return NodeOutcome(node, error=exc)
 
     return list(await asyncio.gather(*(one(n) for n in nodes)))
+
+
+async def settle_each(
+    nodes: Iterable[Node],
+    fn: Callable[[Node], Awaitable[T]],
+    on_error: Callable[[Node, str], T],
+    limit: int = DEFAULT_FANOUT,
+) -> list[T]:
+    """`settle`, with a node whose `fn` raised unexpectedly given its own value by `on_error`
+    (its row, its facts: never the whole command's failure). `on_error` gets the error as
+    `Type: message`."""
+    outcomes = await settle(nodes, fn, limit)
+    return [
+        o.value if o.value is not None else on_error(o.node, f"{type(o.error).__name__}: {o.error}")
+        for o in outcomes
+    ]

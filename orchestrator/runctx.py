@@ -6,6 +6,7 @@ and the state its preserved logs imply. What `cluster status` (live), `cluster s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from orchestrator.errors import RunStoreError
 from orchestrator.inventory import load_inventory
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Connection, Inventory, Node
+from orchestrator.models.recipe import Timeouts
 from orchestrator.models.run import LogLine, RankStarted
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import RankSpec
@@ -32,6 +34,7 @@ class RunContext:
     plan: LaunchPlan
     specs: list[RankSpec]
     watch: WatchConfig
+    timeouts: Timeouts
     recipe_name: str
     serve_port: int
     readiness_path: str
@@ -78,7 +81,8 @@ def load_context(run: Run) -> RunContext:
         )
     recipe = manifest.get("recipe") or {}
     specs = rank_specs(plan, inventory)
-    timeouts = recipe.get("timeouts") or {}
+    # The recipe's own model reads them back, defaults included: no literal retyped here.
+    timeouts = Timeouts.model_validate(recipe.get("timeouts") or {})
     model = recipe.get("model") or {}
     return RunContext(
         run=run,
@@ -86,17 +90,37 @@ def load_context(run: Run) -> RunContext:
         inventory=inventory,
         plan=plan,
         specs=specs,
-        watch=watch_config_for(
-            str(recipe.get("engine", "sglang")),
-            barrier_window_s=float(timeouts.get("barrier", 480)),
+        watch=watch_config(
+            timeouts,
+            model.get("expected_bytes_per_rank"),
+            engine=str(recipe.get("engine", "sglang")),
             env=recipe.get("env") or {},
-            expected_bytes_per_rank=model.get("expected_bytes_per_rank"),
-            scale=float((recipe.get("env") or {}).get("CLUSTER_SIM_SCALE", "1") or 1),
-            rendezvous_s=float(timeouts.get("rendezvous", 600)),
         ),
+        timeouts=timeouts,
         recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
         serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),
         readiness_path=str(recipe.get("readiness_path", "/health")),
+    )
+
+
+def watch_config(
+    timeouts: Timeouts,
+    expected_bytes_per_rank: int | None,
+    *,
+    engine: str = "sglang",
+    env: Mapping[str, str] | None = None,
+) -> WatchConfig:
+    """What the watchers judge by, from the recipe's timeouts (a boot's, or a run's manifest),
+    its engine (whose waits apply: supervisor/watchers.py) and its env (vLLM's ready deadline; a
+    twin's scale, which the simulator applies to env values itself)."""
+    env = env or {}
+    return watch_config_for(
+        engine,
+        barrier_window_s=float(timeouts.barrier),
+        env=env,
+        expected_bytes_per_rank=expected_bytes_per_rank,
+        scale=float(env.get("CLUSTER_SIM_SCALE", "1") or 1),
+        rendezvous_s=float(timeouts.rendezvous),
     )
 
 

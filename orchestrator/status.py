@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
@@ -24,7 +22,7 @@ from orchestrator.runctx import RunContext, read_json, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.runtime.specs import sample_fields
+from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.state import BootState, reduce
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.transport import ConnectOptions, Transport
@@ -77,15 +75,6 @@ async def _ask(
         return exc
 
 
-def _probe(url: str) -> float | None:
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 — our head, http
-            return time.monotonic() - started if 200 <= resp.status < 300 else None
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-
-
 def _stopped_at(ctx: RunContext) -> float | None:
     """When `cluster stop` first began on this run (its event), or None."""
     return min((ev.began for ev in ctx.run.events() if isinstance(ev, Stopped)), default=None)
@@ -120,13 +109,8 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
                 state,
                 Sample(ts=now, rank=k, **sample_fields(sample)),
             )
-        if not exit_state.running and exit_state.status != "missing":
-            state = reduce(
-                state,
-                RankExited(
-                    ts=now, rank=k, exit_code=exit_state.exit_code, oom_killed=exit_state.oom_killed
-                ),
-            )
+        if (exited := exit_event(k, exit_state, now)) is not None:
+            state = reduce(state, exited)
         elif stopped_at is not None and exit_state.status == "missing":
             # `cluster stop` removed it: whatever its last line said (serving, warming), the
             # rank has exited; its row must not read as alive under a "stopped" header.
@@ -139,7 +123,7 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
         after = " after READY" if verdict.get("outcome") == "READY" else ""
         phase = f"stopped{after} (`cluster stop` at {when})"
     elif verdict.get("outcome") == "READY" or state.rank(0).phase.value == "serving":
-        latency = await asyncio.to_thread(_probe, ctx.ready_url)
+        latency = await asyncio.to_thread(probe_ready, ctx.ready_url)
         if latency is not None:
             state = reduce(state, HeadReady(ts=now, latency_s=latency))
             phase = "ready"

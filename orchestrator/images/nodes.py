@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
-from orchestrator.fanout import settle
+from orchestrator.fanout import settle_each
 from orchestrator.images.model import NodeState
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import CHAIN_TOOLS, image_inspect_probe, image_store_probe
@@ -67,20 +67,10 @@ async def gather_states(
 ) -> list[NodeState]:
     """Inspect the image, the store and the chain's tools on every node at once (rank order)."""
     chosen = list(nodes or inventory.nodes)
-    outcomes = await settle(
-        chosen, lambda n: _ask_state(n, transports[n.name], reference, timeout_s)
+
+    def failed(n: Node, why: str) -> NodeState:
+        return NodeState(node=n.name, rank=n.rank, reachable=False, error=why)
+
+    return await settle_each(
+        chosen, lambda n: _ask_state(n, transports[n.name], reference, timeout_s), failed
     )
-    states = []
-    for o in outcomes:
-        if o.value is not None:
-            states.append(o.value)
-        else:
-            states.append(
-                NodeState(
-                    node=o.node.name,
-                    rank=o.node.rank,
-                    reachable=False,
-                    error=f"{type(o.error).__name__}: {o.error}",
-                )
-            )
-    return states

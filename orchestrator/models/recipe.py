@@ -417,6 +417,12 @@ class Timeouts(_Strict):
         description="weights loaded to HTTP ready: KV cache, autotune, CUDA graphs, warmup",
     )
 
+    @property
+    def ready_deadline_s(self) -> float:
+        """From the ranks' start to READY at the latest: the last rank may finish loading a
+        whole barrier window after the first, then warm up."""
+        return float(self.weights + self.barrier + self.ready)
+
 
 # Per-host values: the rendezvous plan detects them on each node. A recipe that sets them pushes
 # one host's interface names to every node (sparkrun#135), which fails silently or obscurely.

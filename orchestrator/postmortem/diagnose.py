@@ -56,6 +56,8 @@ def _before_stop(facts: RankFacts, stopped_at: float) -> tuple[RankFacts, int]:
     failure. They stay in the logs and are counted in the notes; they are not weighed. An exit
     the stop caused (or a state saved while the rank still ran) reads `stopped`."""
     kept = tuple(h for h in facts.hits if h.evidence.ts is None or h.evidence.ts < stopped_at)
+    # The tracebacks a lost peer causes too (a raised exception marks a boot failed).
+    raised = tuple(e for e in facts.exceptions if e.ts is None or e.ts < stopped_at)
     ex = facts.exit
     if ex is not None and not ex.oom_killed:
         by_stop = ex.status == "running" or (
@@ -63,7 +65,9 @@ def _before_stop(facts: RankFacts, stopped_at: float) -> tuple[RankFacts, int]:
         )
         if by_stop:
             ex = ex.model_copy(update={"status": "stopped", "exit_code": None})
-    return facts.model_copy(update={"hits": kept, "exit": ex}), len(facts.hits) - len(kept)
+    return facts.model_copy(update={"hits": kept, "exceptions": raised, "exit": ex}), len(
+        facts.hits
+    ) - len(kept)
 
 
 def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> Diagnosis:

@@ -38,6 +38,16 @@ def _cli(spec: RankSpec) -> DockerCli:
     return DockerCli.of(spec.node)
 
 
+def _no_answer(spec: RankSpec, timeout_s: float, what: str) -> NodeUnreachable:
+    """A node that did not answer in time: lost, as the supervisor counts it."""
+    return NodeUnreachable(
+        f"no answer within {timeout_s:g} s to `{what}`",
+        node=spec.node.name,
+        reason="timeout",
+        hint="check the node's management link and sshd",
+    )
+
+
 def _sampler_source() -> str:
     return resources.files("orchestrator.runtime").joinpath("node_sampler.py").read_text()
 
@@ -68,12 +78,7 @@ class DockerRuntime:
                 timeout_s + OPEN_GRACE_S,
             )
         except TimeoutError:
-            raise NodeUnreachable(
-                f"no answer within {timeout_s:g} s to `{label or ' '.join(argv[:3])}`",
-                node=spec.node.name,
-                reason="timeout",
-                hint="check the node's management link and sshd",
-            ) from None
+            raise _no_answer(spec, timeout_s, label or " ".join(argv[:3])) from None
 
     async def start(self, spec: RankSpec) -> None:
         if "--rm" in spec.docker_run:
@@ -170,12 +175,7 @@ class DockerRuntime:
                 label=label,
             )
         except CommandTimeout:
-            raise NodeUnreachable(
-                f"no answer within {SAMPLE_TIMEOUT_S:g} s to `{label}`",
-                node=spec.node.name,
-                reason="timeout",
-                hint="check the node's management link and sshd",
-            ) from None
+            raise _no_answer(spec, SAMPLE_TIMEOUT_S, label) from None
         if not result.ok:
             last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
             raise NodeError(

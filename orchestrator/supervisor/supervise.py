@@ -11,14 +11,11 @@ import asyncio
 import contextlib
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
 
-from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.models.events import FollowInterrupted, VerdictRecord, WatcherWarning
 from orchestrator.models.run import (
@@ -29,14 +26,13 @@ from orchestrator.models.run import (
     NodeBack,
     NodeLost,
     Outcome,
-    RankExited,
     RankPhase,
     RankStarted,
     Sample,
 )
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
-from orchestrator.runtime.specs import sample_fields
+from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.follower import Follower
 from orchestrator.supervisor.metrics import write_metrics
 from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
@@ -136,19 +132,11 @@ class Supervisor:
                 )
 
     def _note_exit(self, spec: RankSpec, state: ExitState) -> None:
-        r = self.state.rank(spec.rank)
-        if state.running or state.status == "missing" or r.phase is RankPhase.exited:
+        event = exit_event(spec.rank, state, self.clock())
+        if event is None or self.state.rank(spec.rank).phase is RankPhase.exited:
             return
         self.run_dir.write_json(f"rank-{spec.rank}/exit.json", state.as_json())
-        self.fold(
-            RankExited(
-                ts=self.clock(),
-                rank=spec.rank,
-                exit_code=state.exit_code,
-                oom_killed=state.oom_killed,
-                finished_at=timestamp_ns(state.finished_at) / 1e9 if state.finished_at else None,
-            )
-        )
+        self.fold(event)
 
     async def _ready_loop(self) -> None:
         url = self.cfg.ready_url
@@ -157,7 +145,7 @@ class Supervisor:
         while not self.stop.is_set():
             head = self.state.rank(0)
             if head.phase.order >= RankPhase.loaded.order and head.phase is not RankPhase.exited:
-                latency = await asyncio.to_thread(_probe_http, url)
+                latency = await asyncio.to_thread(probe_ready, url)
                 if latency is not None:
                     self.fold(HeadReady(ts=self.clock(), latency_s=latency))
                     return
@@ -281,14 +269,3 @@ class Supervisor:
     @property
     def repaired_bytes(self) -> int:
         return sum(f.repaired_bytes for f in self.followers)
-
-
-def _probe_http(url: str) -> float | None:
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 — http to our head
-            if 200 <= resp.status < 300:
-                return time.monotonic() - started
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    return None
