@@ -405,7 +405,12 @@ async def boot(
         specs,
         runtime,
         SuperviseConfig(
-            watch=watch_config(recipe.timeouts, recipe.model.expected_bytes_per_rank),
+            watch=watch_config(
+                recipe.timeouts,
+                recipe.model.expected_bytes_per_rank,
+                engine=recipe.engine.value,
+                env=recipe.env,
+            ),
             ready_url=ready_url,
             endpoint=url,
             ready_timeout_s=recipe.timeouts.ready_deadline_s,

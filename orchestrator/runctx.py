@@ -6,6 +6,7 @@ and the state its preserved logs imply. What `cluster status` (live), `cluster s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.specs import rank_specs
 from orchestrator.supervisor.follower import split_lines
 from orchestrator.supervisor.state import BootState, initial_state, reduce
-from orchestrator.supervisor.watchers import WatchConfig
+from orchestrator.supervisor.watchers import WatchConfig, watch_config_for
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,12 @@ def load_context(run: Run) -> RunContext:
         inventory=inventory,
         plan=plan,
         specs=specs,
-        watch=watch_config(timeouts, model.get("expected_bytes_per_rank")),
+        watch=watch_config(
+            timeouts,
+            model.get("expected_bytes_per_rank"),
+            engine=str(recipe.get("engine", "sglang")),
+            env=recipe.get("env") or {},
+        ),
         timeouts=timeouts,
         recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
         serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),
@@ -97,10 +103,24 @@ def load_context(run: Run) -> RunContext:
     )
 
 
-def watch_config(timeouts: Timeouts, expected_bytes_per_rank: int | None) -> WatchConfig:
-    """What the watchers judge by, from the recipe's timeouts (a boot's, or a run's manifest)."""
-    return WatchConfig(
-        barrier_window_s=float(timeouts.barrier), expected_bytes_per_rank=expected_bytes_per_rank
+def watch_config(
+    timeouts: Timeouts,
+    expected_bytes_per_rank: int | None,
+    *,
+    engine: str = "sglang",
+    env: Mapping[str, str] | None = None,
+) -> WatchConfig:
+    """What the watchers judge by, from the recipe's timeouts (a boot's, or a run's manifest),
+    its engine (whose waits apply: supervisor/watchers.py) and its env (vLLM's ready deadline; a
+    twin's scale, which the simulator applies to env values itself)."""
+    env = env or {}
+    return watch_config_for(
+        engine,
+        barrier_window_s=float(timeouts.barrier),
+        env=env,
+        expected_bytes_per_rank=expected_bytes_per_rank,
+        scale=float(env.get("CLUSTER_SIM_SCALE", "1") or 1),
+        rendezvous_s=float(timeouts.rendezvous),
     )
 
 

@@ -19,7 +19,7 @@ from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.errors import PreflightRefused
 from orchestrator.preflight import PreflightLimits, PreflightResult, Severity, run_preflight
-from orchestrator.recipes import resolve_recipe
+from orchestrator.recipes import find_recipe, resolve_recipe
 from orchestrator.runstore import Run, RunStore
 from orchestrator.transport import ConnectOptions
 
@@ -112,6 +112,7 @@ def preflight(
             ConnectOptions(connect_timeout_s=connect_timeout),
             run=target,
             limits=PreflightLimits(tcp_timeout_s=tcp_timeout),
+            recipe_path=find_recipe(recipe),
         )
     )
     report = result.report

@@ -98,7 +98,7 @@ def _flatten_argv(value: Any) -> Any:
 Argv = Annotated[list[StrictStr], BeforeValidator(_flatten_argv)]
 
 
-def _flag_values(argv: Sequence[str], names: Iterable[str]) -> list[str]:
+def flag_values(argv: Sequence[str], names: Iterable[str]) -> list[str]:
     """Values given to any of `names` in `argv`, as `--flag value` or `--flag=value`."""
     wanted = set(names)
     found: list[str] = []
@@ -395,6 +395,12 @@ class Timeouts(_Strict):
         default=120.0,
         description="prove each node can exec the image, retried with backoff (seed 002 boot 1)",
     )
+    rendezvous: _SECONDS = Field(
+        default=600.0,
+        description="the first rank's start to every rank in the group (torch distributed init): "
+        "ranks still missing then are RENDEZVOUS_STALLED, long before torch's own ~30 min store "
+        "timeout would end them",
+    )
     weights: _SECONDS = Field(
         default=3600.0,
         description="a rank's start to its `Load weight end`; 8x the 7-8 min load of seed 001",
@@ -673,7 +679,7 @@ def _agree(
     """A literal value of `flags` in `argv` must equal `expected` (or be its placeholder)."""
     if not isinstance(expected, int):
         return
-    for value in _flag_values(argv, flags):
+    for value in flag_values(argv, flags):
         if placeholder is not None and value == "{" + placeholder + "}":
             continue
         if placeholders_in(value):

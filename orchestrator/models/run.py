@@ -56,6 +56,7 @@ class Outcome(StrEnum):
     IMAGE_FAILED = "IMAGE_FAILED"
     RANK_EXITED = "RANK_EXITED"
     BARRIER_TIMEOUT = "BARRIER_TIMEOUT"
+    RENDEZVOUS_STALLED = "RENDEZVOUS_STALLED"  # ranks never joined the group (torch init)
     NODE_LOST = "NODE_LOST"
     STALLED = "STALLED"
     READY_TIMEOUT = "READY_TIMEOUT"
@@ -79,6 +80,7 @@ class Outcome(StrEnum):
             Outcome.IMAGE_FAILED: "image-unpack-race",
             Outcome.BARRIER_TIMEOUT: "load-barrier-timeout",
             Outcome.NODE_LOST: "rendezvous-network",
+            Outcome.RENDEZVOUS_STALLED: "rendezvous-network",
             Outcome.SMOKE_FAILED: "smoke-failed",
         }.get(self, "unknown")
 

@@ -6,6 +6,8 @@ inside the recipe's own image in a throwaway probe container (`cluster preflight
 release a recipe declares. Parse only: no GPU, no weights, no server.
 
     python3 engine_argv_probe.py ENGINE ARG...        (or python3 -c "$(cat it)" ENGINE ARG...)
+    python3 engine_argv_probe.py --batch ENGINE [JSON]  (argv lists; JSON on stdin when absent)
+    python3 engine_argv_probe.py --flags ENGINE         (the serve parser's options, as data)
 
 ENGINE is `sglang` or `vllm`; ARG... are the flags after the program (`vllm serve` takes the
 model as its positional argument). The last stdout line is `ENGINE_ARGS_PROBE {json}`:
@@ -269,8 +271,8 @@ def main(args: list[str]) -> int:
     if mode == "--flags":
         print(MARK + json.dumps(flag_table(engine), sort_keys=True))
         return 0
-    if mode == "--batch":  # argv lists as one JSON array on stdin; one MARK line each, in order
-        for one in batch(engine, json.loads(sys.stdin.read())):
+    if mode == "--batch":  # argv lists as one JSON array (argument or stdin); a MARK line each
+        for one in batch(engine, json.loads(argv[0] if argv else sys.stdin.read())):
             print(MARK + json.dumps(one))
         return 0
     try:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.checks import _CHECK_FUNCTIONS, _DOCKER_ONLY, CHECKS
+from orchestrator.preflight.checks.engine import _check_engine_args
 from orchestrator.preflight.checks.fabric import _check_tcp
+from orchestrator.preflight.engine_args import EngineArgsResult
 from orchestrator.preflight.model import (
     PreflightLimits,
     Problem,
@@ -35,6 +38,7 @@ class _Judge:
     need_peer_ssh: bool
     problems: list[Problem]
     ran: list[str]
+    recipe_path: Path | None = None
 
     def add(
         self,
@@ -82,6 +86,8 @@ def judge(
     image_will_be_pushed: bool = False,
     image_ready: Mapping[str, bool] | None = None,
     need_peer_ssh: bool | None = None,
+    engine_args: EngineArgsResult | None = None,
+    recipe_path: Path | None = None,
 ) -> tuple[list[Problem], list[str]]:
     """Every problem of booting `recipe` on `inventory`, and the checks that ran. Pure.
 
@@ -112,6 +118,7 @@ def judge(
         need_peer_ssh=need_peer_ssh,
         problems=[],
         ran=[],
+        recipe_path=recipe_path,
     )
     for name, check in _CHECK_FUNCTIONS:
         if name in _DOCKER_ONLY and not j.docker:
@@ -119,6 +126,8 @@ def judge(
         j.ran.append(name)
         if name == "rendezvous-tcp":
             _check_tcp(j, reachability)
+        elif name == "engine-args":
+            _check_engine_args(j, engine_args)
         else:
             check(j)
     order = {n.name: n.rank for n in inventory.nodes}

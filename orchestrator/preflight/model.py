@@ -60,6 +60,9 @@ class PreflightLimits:
     """Warning below: the rank's log and the container's writable layer live there."""
     clock_skew_s: float = 2.0
     fabric_mtu: int = 9000
+    engine_args_timeout_s: float = 300.0
+    """The engine-args probe container: importing vLLM in an image takes 10-60 s on a Spark; a
+    first `docker run` of a 30 GB image adds its layer setup."""
     tcp_timeout_s: float = 3.0
     """One connect to the head's rendezvous port over a LAN: milliseconds when it works."""
 

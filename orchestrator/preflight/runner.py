@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TypeVar
 
 from orchestrator.facts import (
@@ -20,12 +21,13 @@ from orchestrator.models.events import Preflight
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
+from orchestrator.preflight.engine_args import EngineArgsResult, probe_engine_args
 from orchestrator.preflight.judge import judge
 from orchestrator.preflight.model import PreflightLimits, PreflightReport, PreflightResult, Runtime
 from orchestrator.preflight.reachability import probe_reachability
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
-from orchestrator.transport import ConnectOptions
+from orchestrator.transport import ConnectOptions, Transport
 
 T = TypeVar("T")
 
@@ -46,6 +48,7 @@ async def run_preflight(
     image_ready: Mapping[str, bool] | None = None,
     peers: bool | None = None,
     on_node: Callable[[NodeFacts], None] | None = None,
+    recipe_path: Path | None = None,
 ) -> PreflightResult:
     """Gather facts, plan, test the rendezvous port for real, judge; write the run directory.
 
@@ -61,6 +64,10 @@ async def run_preflight(
         weights_dir=recipe.model.host_dir,
         docker=docker,
     )
+    run_id = run.id if run is not None else new_run_id()
+    launch: LaunchPlan | None = None
+    launch_error: str | None = None
+    engine_args: EngineArgsResult | None = None
     transports = open_transports(inventory, options or ConnectOptions(), factory)
     try:
         facts = await gather_facts(inventory, transports, request, on_node)
@@ -75,15 +82,14 @@ async def run_preflight(
             if head_up
             else _same(None),
         )
+        try:
+            launch = plan_launch(recipe, inventory, plan, run_id)
+        except PlanError as exc:
+            launch_error = str(exc)
+        if launch is not None and head_up:
+            engine_args = await _engine_args(recipe, launch, transports, facts[0], docker, limits)
     finally:
         await close_transports(transports)
-    run_id = run.id if run is not None else new_run_id()
-    launch: LaunchPlan | None = None
-    launch_error: str | None = None
-    try:
-        launch = plan_launch(recipe, inventory, plan, run_id)
-    except PlanError as exc:
-        launch_error = str(exc)
     problems, ran = judge(
         recipe,
         inventory,
@@ -95,6 +101,8 @@ async def run_preflight(
         run_id=run.id if run is not None else None,
         image_will_be_pushed=image_will_be_pushed,
         image_ready=image_ready,
+        engine_args=engine_args,
+        recipe_path=recipe_path,
     )
     report = PreflightReport(
         recipe=recipe.name,
@@ -112,6 +120,30 @@ async def run_preflight(
     if run is not None:
         write_preflight(run, result)
     return result
+
+
+async def _engine_args(
+    recipe: Recipe,
+    launch: LaunchPlan,
+    transports: Mapping[str, Transport],
+    head: NodeFacts,
+    docker: bool,
+    limits: PreflightLimits,
+) -> EngineArgsResult | None:
+    """The image's own parser on the head (`engine-args`), when there is one to ask."""
+    transport = transports.get(head.node)
+    if transport is None or not (docker or recipe.simulated):
+        return None  # a real recipe on the process runtime: no image, no engine
+    if docker and (head.image is None or not head.image.present):
+        return EngineArgsResult(
+            node=head.node,
+            argv=[],
+            error=f"{head.node} does not hold {recipe.image.reference} yet (it is loaded after "
+            "preflight); `cluster preflight` again once it is there checks the argv",
+        )
+    return await probe_engine_args(
+        recipe, launch, transport, docker=docker, timeout_s=limits.engine_args_timeout_s
+    )
 
 
 async def _same(value: T) -> T:

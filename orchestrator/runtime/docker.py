@@ -188,7 +188,8 @@ class DockerRuntime:
             mem_available=data.get("mem_available"),
             cached=data.get("cached"),
             dirty=data.get("dirty"),
-            rchar=data.get("rchar"),
+            # read() or mmap, whichever the rank loads by (node_sampler.py: weight_bytes)
+            rchar=data.get("weight_bytes", data.get("rchar")),
             read_bytes=data.get("read_bytes"),
             loadavg=data.get("loadavg"),
         )

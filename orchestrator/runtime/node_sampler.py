@@ -4,6 +4,16 @@ Stdlib only (it runs with the node's own python3). Sums I/O over every process i
 the engines read weights in child processes, not in the container's PID 1 (DOMAIN.md). Where
 `/proc/<pid>/io` is not readable (another user's processes), falls back to the cgroup's
 `io.stat` read bytes, and says which source it used.
+
+A rank's weight reads, whichever way it reads: `read()` moves `rchar`; an mmap load (SGLang's
+and vLLM's default safetensors loader) moves no counter of /proc/PID/io, so the resident pages
+of its weight-file mappings are summed from /proc/PID/smaps (`Rss` of every mapping whose file
+is a weight file; a file mapped by several processes counted once, at its largest; a file
+unmapped since counted at the largest size it was seen at). The sample's `weight_bytes` is the
+larger of the two, what load progress uses. `read_bytes` (storage reads, by read() or by page
+faults alike) tells a cold cache from a warm one: it grows with the load on a cold cache and stays
+near zero on a warm one (bench/load_progress.py). `majflt` is reported but is no such sign: the
+kernel's readahead turns most cold mmap faults into minor ones.
 """
 
 from __future__ import annotations
@@ -63,12 +73,96 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def io_sums(pid: int) -> tuple[int | None, int | None, str]:
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".npy")
+
+
+def mapped_per_file(pids: list[int]) -> tuple[dict[str, int], int]:
+    """Resident bytes of each weight file the processes map now, and their major faults."""
+    per_file: dict[str, int] = {}
+    majflt = 0
+    for p in pids:
+        mine: dict[str, int] = {}
+        current: str | None = None
+        try:
+            with open(f"/proc/{p}/smaps") as fh:
+                for line in fh:
+                    head = line.split(None, 5)
+                    if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                        path = head[5].strip() if len(head) == 6 else ""
+                        current = path if path.endswith(WEIGHT_SUFFIXES) else None
+                    elif current is not None and line.startswith("Rss:"):
+                        mine[current] = mine.get(current, 0) + int(line.split()[1]) * 1024
+            with open(f"/proc/{p}/stat") as fh:
+                majflt += int(fh.read().rsplit(")", 1)[1].split()[9])
+        except (OSError, ValueError, IndexError):
+            continue
+        for path, rss in mine.items():
+            per_file[path] = max(per_file.get(path, 0), rss)
+    return per_file, majflt
+
+
+_SEEN: dict[str, dict[str, int]] = {}
+"""In-process memory of each rank's largest resident size per weight file (the process runtime
+calls this module every second in the controller); the CLI keeps it in a state file instead."""
+
+
+def mapped_weight_bytes(pids: list[int], memory: dict[str, int] | None = None) -> tuple[int, int]:
+    """(bytes of weight files the rank has faulted in, its major faults).
+
+    The engines map a file, copy its tensors out, and unmap it: the resident size of a closed
+    file is gone from smaps. So each file counts at the largest size it was ever seen at
+    (`memory`, kept per rank across samples: monotone), plus what is mapped now."""
+    now, majflt = mapped_per_file(pids)
+    seen = memory if memory is not None else _SEEN.setdefault(",".join(map(str, pids[:1])), {})
+    for path, rss in now.items():
+        seen[path] = max(seen.get(path, 0), rss)
+    return sum(seen.values()), majflt
+
+
+def _memory_file(pid: int) -> str | None:
+    """A node-local file remembering PID's mapped files between two sampler runs; keyed by the
+    process's start time too, so a reused PID starts afresh."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            start = fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
+    return os.path.join(base, f"cluster-sampler-{pid}-{start}.json")
+
+
+def remembered_mapped(pid: int, pids: list[int]) -> tuple[int, int]:
+    path = _memory_file(pid)
+    memory: dict[str, int] = {}
+    if path is not None and os.path.exists(path):
+        try:
+            with open(path) as fh:
+                memory = {str(k): int(v) for k, v in json.load(fh).items()}
+        except (OSError, ValueError, AttributeError):
+            memory = {}
+    total, majflt = mapped_weight_bytes(pids, memory)
+    if path is not None and memory:
+        try:
+            with open(path + ".tmp", "w") as fh:
+                json.dump(memory, fh)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            pass
+    return total, majflt
+
+
+def rank_pids(pid: int) -> list[int]:
+    """Every process of PID's container (its cgroup), else PID and its descendants."""
     cg = cgroup_dir(pid)
     pids = descendants(pid)  # where /sys/fs/cgroup is hidden (`ip netns exec` remounts /sys)
     if cg and os.path.exists(os.path.join(cg, "cgroup.procs")):
         with open(os.path.join(cg, "cgroup.procs")) as fh:
             pids = [int(x) for x in fh.read().split()] or pids
+    return pids
+
+
+def proc_io(pids: list[int]) -> tuple[int, int, bool]:
+    """Summed rchar and read_bytes of `pids`, and whether any /proc/PID/io was readable."""
     rchar = read_bytes = 0
     readable = False
     for p in pids:
@@ -80,6 +174,12 @@ def io_sums(pid: int) -> tuple[int | None, int | None, str]:
             readable = True
         except (OSError, KeyError, ValueError):
             continue
+    return rchar, read_bytes, readable
+
+
+def io_sums(pid: int) -> tuple[int | None, int | None, str]:
+    cg = cgroup_dir(pid)
+    rchar, read_bytes, readable = proc_io(rank_pids(pid))
     if readable:
         return rchar, read_bytes, "proc-io"
     if cg and os.path.exists(os.path.join(cg, "io.stat")):
@@ -99,8 +199,12 @@ def main() -> None:
     rchar: int | None = None
     read_bytes: int | None = None
     source = "none"
+    mapped: int | None = None
+    majflt: int | None = None
     if pid > 0 and os.path.exists(f"/proc/{pid}"):
         rchar, read_bytes, source = io_sums(pid)
+        mapped, majflt = remembered_mapped(pid, rank_pids(pid))
+    known = [n for n in (rchar, mapped) if n is not None]
     print(
         json.dumps(
             {
@@ -110,6 +214,9 @@ def main() -> None:
                 "dirty": mem.get("Dirty"),
                 "rchar": rchar,
                 "read_bytes": read_bytes,
+                "mapped": mapped,
+                "majflt": majflt,
+                "weight_bytes": max(known) if known else None,
                 "io_source": source,
                 "loadavg": os.getloadavg()[0],
             }

@@ -27,6 +27,7 @@ from orchestrator.errors import BootFailed
 from orchestrator.paths import state_dir
 from orchestrator.probes.meminfo import parse_meminfo
 from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
+from orchestrator.runtime.node_sampler import mapped_weight_bytes
 
 POLL_S = 0.2
 
@@ -164,6 +165,9 @@ class ProcessRuntime:
                     continue
                 rchar += getattr(io, "read_chars", 0)
                 read_bytes += io.read_bytes
+            # An mmap load moves no read counter: its weight files' resident pages instead.
+            mapped, _ = mapped_weight_bytes([proc.pid for proc in _group(pids[0])])
+            rchar = max(rchar, mapped)
         return NodeSample(
             mem_free=mem.mem_free,
             mem_available=mem.mem_available,

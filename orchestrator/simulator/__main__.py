@@ -9,11 +9,13 @@ real ones.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 from orchestrator.simulator.cli_args import ArgsError, EngineRefusal, parse
 from orchestrator.simulator.faults import FaultError, faults_for, parse_rate, phases_of
+from orchestrator.simulator.flag_tables import ENV_RELEASE
 from orchestrator.simulator.runner import DEFAULT_READ_RATE, ENV_READ_RATE, Rank, describe
 from orchestrator.simulator.timescale import ScaleError, resolve_scale
 from orchestrator.simulator.weights import WeightsError, find_weights
@@ -24,9 +26,38 @@ def _usage(message: str) -> int:
     return 2
 
 
+PARSE_ONLY = "--sim-parse-only"
+PROBE_MARK = "ENGINE_ARGS_PROBE "
+"""The line preflight's engine-args probe reads (orchestrator/preflight/engine_argv_probe.py)."""
+
+
+def _parse_only(argv: list[str], env: dict[str, str]) -> int:
+    """`--sim-parse-only`: judge the flags as the played release would, print the verdict line
+    preflight's `engine-args` check reads, start nothing. Exit 0 whatever the verdict."""
+    verdict: dict[str, object] = {
+        "engine": argv[0] if argv else None,
+        "ok": True,
+        "error": None,
+        "warnings": [],
+        "abbreviations": [],
+        "version": env.get(ENV_RELEASE),
+        "parser": "simulator",
+    }
+    try:
+        parse(argv, env)
+    except EngineRefusal as refusal:
+        verdict.update(ok=False, error=refusal.line)
+    except ArgsError as exc:
+        verdict.update(ok=False, error=f"[cluster-sim] error: {exc}")
+    sys.stdout.write(PROBE_MARK + json.dumps(verdict) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ)
+    if PARSE_ONLY in argv:
+        return _parse_only([a for a in argv if a != PARSE_ONLY], env)
     try:
         args = parse(argv, env)
         scale = resolve_scale(args.sim_scale, env)

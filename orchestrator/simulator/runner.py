@@ -63,7 +63,7 @@ from orchestrator.simulator.voices import (
     Voice,
     now,
 )
-from orchestrator.simulator.weights import Event, ReaderChild, WeightsInfo, meminfo
+from orchestrator.simulator.weights import Event, ReaderChild, WeightsInfo, loader_of, meminfo
 
 ENV_READ_RATE = "CLUSTER_SIM_READ_RATE"
 SGLANG_BARRIER_ENV = "SGLANG_UNBALANCED_LOAD_TIMEOUT_S"  # seed 002's patched image reads it
@@ -339,6 +339,7 @@ class Rank:
             "world": a.tp,
             "rate": self.read_rate,
             "pause_at": pause_at,
+            "loader": loader_of(self.env),
         }
         self.child = ReaderChild(spec)
         self.child_pid = self.child.pid

@@ -45,7 +45,7 @@ SIMULATOR_MODULE = "orchestrator.simulator"
 # docker.extra flags that only make sense with a GPU or an RDMA device.
 _GPU_EXTRA = ("--device", "--runtime", "--gpus", "--cap-add=IPC_LOCK")
 
-_SCALED_TIMEOUTS = ("weights", "barrier", "ready")
+_SCALED_TIMEOUTS = ("rendezvous", "weights", "barrier", "ready")
 
 
 def _scale_of(factor: float | str | Scale) -> Scale:
@@ -119,6 +119,7 @@ def make_twin(
         connect=t.connect,
         image=t.image,
         exec_ready=t.exec_ready,
+        rendezvous=scale.seconds(t.rendezvous),
         weights=scale.seconds(t.weights),
         barrier=scale.seconds(t.barrier),
         ready=scale.seconds(t.ready),

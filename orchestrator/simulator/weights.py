@@ -8,9 +8,13 @@ the first boot reads them from disk as a cold NFS or NVMe read would.
 The reader runs in a child process (`python -m orchestrator.simulator.weights`), as SGLang's
 scheduler and vLLM's worker processes read the weights, not the container's PID 1. It reads its
 rank's share of every shard (bytes [k/N, (k+1)/N) of each file, as a TP rank touches its slice of
-every tensor) with ordinary buffered reads, paced to a byte rate. The node's page cache really
-grows by those bytes and the child's `/proc/<pid>/io` `rchar` (and `read_bytes` on a cold cache)
-really move, which is what the orchestrator's per-rank progress watchers sample.
+every tensor), paced to a byte rate, the way the engines do by default: it maps each shard
+(`mmap`, as safetensors' `safe_open` does under both engines' default loaders) and copies its
+slice out page by page, so the pages fault in and show as the mapping's resident set in
+/proc/PID/smaps while `rchar` does not move. `CLUSTER_SIM_LOADER=read` switches to buffered
+`read()` calls (an engine's non-mmap loader), which move `rchar` (and `read_bytes` on a cold
+cache). Either way the node's page cache really grows, which is what the orchestrator's per-rank
+progress watchers sample (runtime/node_sampler.py measures both ways).
 
 The child speaks one line per event on stdout (`shard I N BYTES`, `paused BYTES`, `done BYTES
 SECONDS`, `hogged BYTES`) and takes commands on stdin (`load`, `continue`, `hog BYTES`). It exits
@@ -21,20 +25,34 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import selectors
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
 DEFAULT_ARCH = "PixtralForConditionalGeneration"  # seed 000's GB10 load line (Mistral Small 4)
 DEFAULT_QUANT = "compressed-tensors"  # seed 000
 ENV_MODEL_DIR = "CLUSTER_SIM_MODEL_DIR"
+ENV_LOADER = "CLUSTER_SIM_LOADER"
+LOADERS = ("mmap", "read")
+
+
+def loader_of(env: Mapping[str, str]) -> str:
+    """The twin's loader: mmap (the engines' default) unless CLUSTER_SIM_LOADER=read."""
+    value = env.get(ENV_LOADER, "mmap") or "mmap"
+    if value not in LOADERS:
+        raise WeightsError(f"{ENV_LOADER}={value!r}: expected one of {', '.join(LOADERS)}")
+    return value
+
+
 CHUNK = 1 << 20
 
 
@@ -219,35 +237,61 @@ def child_main(spec: dict[str, object]) -> int:
     pacer = Pacer(rate)
     done, paused = 0, pause_at is None
     started = time.monotonic()
+    use_mmap = spec.get("loader", "mmap") == "mmap"
+    # The mappings stay until the whole share is in. The engines unmap each file once its tensors
+    # are copied, which at real scale takes minutes a file; scaled down, a file is read in less
+    # than the supervisor's 1 s sampling period and would come and go unseen (node_sampler.py
+    # counts each file at the largest resident size it saw).
+    held = contextlib.ExitStack()
     for i, (path, offset, length) in enumerate(share):
-        with open(path, "rb") as f:  # buffered, as safetensors' and torch's readers are
-            f.seek(offset)
-            left = length
-            while left > 0:
-                want = min(CHUNK, left)
-                if not paused and isinstance(pause_at, int) and done + want >= pause_at:
-                    want = max(pause_at - done, 0)
+        f = held.enter_context(open(path, "rb"))  # noqa: SIM115 - held until the load is done
+        view = held.enter_context(_view(f, use_mmap))
+        f.seek(offset)
+        left = length
+        at = offset
+        while left > 0:
+            want = min(CHUNK, left)
+            if not paused and isinstance(pause_at, int) and done + want >= pause_at:
+                want = max(pause_at - done, 0)
+            if view is not None:  # a copy out of the mapping faults its pages in
+                data = bytes(view[at : at + want]) if want else b""
+                at += len(data)
+            else:  # buffered, as torch's and the engines' non-mmap readers are
                 data = f.read(want) if want else b""
-                done += len(data)
-                left -= len(data)
-                if want and not data:
-                    raise WeightsError(f"{path} is shorter than its index says")
-                if not paused and isinstance(pause_at, int) and done >= pause_at:
-                    paused = True
-                    _say(f"paused {done}")
-                    if not obey("continue"):
-                        return 0
-                    pacer = Pacer(rate)
-                    pacer.start -= done / rate if rate > 0 else 0
-                if os.getppid() != parent:
+            done += len(data)
+            left -= len(data)
+            if want and not data:
+                raise WeightsError(f"{path} is shorter than its index says")
+            if not paused and isinstance(pause_at, int) and done >= pause_at:
+                paused = True
+                _say(f"paused {done}")
+                if not obey("continue"):
                     return 0
-                sleep = pacer.delay(done, time.monotonic())
-                if sleep > 0:
-                    time.sleep(sleep)
+                pacer = Pacer(rate)
+                pacer.start -= done / rate if rate > 0 else 0
+            if os.getppid() != parent:
+                return 0
+            sleep = pacer.delay(done, time.monotonic())
+            if sleep > 0:
+                time.sleep(sleep)
         _say(f"shard {i + 1} {len(share)} {done}")
+    held.close()
     _say(f"done {done} {time.monotonic() - started:.6f}")
     obey("")  # hold the "weights" until the parent goes; run its hog commands meanwhile
     return 0
+
+
+@contextlib.contextmanager
+def _view(f: BinaryIO, use_mmap: bool) -> Iterator[mmap.mmap | None]:
+    """The whole file mapped read-only (None: read() instead, or an empty file)."""
+    if not use_mmap or os.fstat(f.fileno()).st_size == 0:
+        yield None
+        return
+    mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        yield mapping
+    finally:
+        mapping.close()
 
 
 # ---------------------------------------------------------------------------------------------

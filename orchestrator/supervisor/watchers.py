@@ -7,6 +7,7 @@ A warning says what is coming while there is still time to act; a verdict ends t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from orchestrator.models.run import Finding, Outcome, RankPhase
@@ -20,14 +21,49 @@ MB = 10**6
 class WatchConfig:
     """The numbers the watchers judge by; from the recipe (scaled for a simulated twin)."""
 
+    engine: str = "sglang"  # which engine's waits apply (the barrier is SGLang's alone)
     barrier_window_s: float = 480.0  # SGLang's UNBALANCED_MODEL_LOADING_TIMEOUT_S
     barrier_env: str = "SGLANG_UNBALANCED_LOAD_TIMEOUT_S"
+    # vLLM's frontend waits this long for its engine core to report ready, weight loading
+    # included (vllm/v1/engine/core_client.py: "Timed out waiting for engine core processes to
+    # start"), then raises TimeoutError. The same name and 600 s default in 0.17.1, 0.19.0, 0.33.0.
+    rendezvous_s: float = 600.0  # the recipe's timeouts.rendezvous
+    vllm_ready_timeout_s: float = 600.0
+    vllm_ready_env: str = "VLLM_ENGINE_READY_TIMEOUT_S"
     expected_bytes_per_rank: int | None = None
     mem_free_floor: int = 8 * GiB  # a community guard uses MemFree >= 8 GiB on GB10
     lost_grace_s: float = 6.0  # a node silent this long is lost (the test allows 10 s)
     stall_s: float = 300.0  # no progress signal for this long while others progress
     min_rate_samples: int = 2  # never predict from a single reading
     miss_margin: float = 0.05  # predicted lateness below 5% of the window is noise
+
+
+VLLM_READY_ENV = "VLLM_ENGINE_READY_TIMEOUT_S"
+VLLM_READY_DEFAULT_S = 600.0
+
+
+def watch_config_for(
+    engine: str,
+    *,
+    barrier_window_s: float,
+    env: Mapping[str, str],
+    expected_bytes_per_rank: int | None,
+    scale: float = 1.0,
+    rendezvous_s: float = 600.0,
+) -> WatchConfig:
+    """The waits of `engine`, from the recipe (a twin: its scaled barrier, and `scale` for the
+    env values the simulator scales itself). SGLang: the post-load barrier, whose window the
+    recipe's timeouts.barrier states (it equals the env the image reads). vLLM: no barrier; the
+    frontend's ready deadline, VLLM_ENGINE_READY_TIMEOUT_S or its 600 s default."""
+    raw = env.get(VLLM_READY_ENV, "")
+    ready = float(raw) if raw.isdigit() else VLLM_READY_DEFAULT_S
+    return WatchConfig(
+        engine=engine,
+        barrier_window_s=barrier_window_s,
+        expected_bytes_per_rank=expected_bytes_per_rank,
+        vllm_ready_timeout_s=ready * scale,
+        rendezvous_s=rendezvous_s,
+    )
 
 
 def _gib(n: int | None) -> str:
@@ -49,7 +85,11 @@ def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | Non
 
 
 def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
-    """SGLang's post-load barrier: the window opens when the first rank finishes loading."""
+    """SGLang's post-load barrier: the window opens when the first rank finishes loading.
+
+    Only SGLang has it: vLLM's ranks may finish loading minutes apart (watch_vllm_ready)."""
+    if cfg.engine != "sglang":
+        return []
     live = [r for r in s.ranks if r.phase is not RankPhase.exited or r.barrier_failed]
     unfinished = [r for r in s.ranks if not r.phase.finished_loading and not r.barrier_failed]
     failed = [r for r in s.ranks if r.barrier_failed]
@@ -140,6 +180,92 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             )
         )
     return findings
+
+
+def watch_vllm_ready(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    """vLLM: warn when the slowest rank's predicted load end passes the frontend's deadline,
+    counted from rank 0's start (the frontend starts waiting then). The deadline's end itself
+    is the engine's to report: it raises TimeoutError and exits, which watch_exits names."""
+    if cfg.engine != "vllm":
+        return []
+    head = next((r for r in s.ranks if r.rank == 0), None)
+    if head is None or head.started_at is None:
+        return []
+    deadline = head.started_at + cfg.vllm_ready_timeout_s
+    findings = []
+    for r in s.ranks:
+        if r.phase.finished_loading or r.phase is RankPhase.exited or r.lost_since is not None:
+            continue
+        t = _predicted_finish(r, now, cfg)
+        if t is None or t - deadline <= cfg.miss_margin * cfg.vllm_ready_timeout_s:
+            continue
+        late_s = "never at its current rate" if math.isinf(t) else f"by ~{t - deadline:.0f} s"
+        findings.append(
+            Finding(
+                watcher="vllm-ready",
+                severity="warning",
+                rank=r.rank,
+                message=(
+                    f"rank {r.rank} ({r.node}) will finish loading after vLLM's engine-ready "
+                    f"deadline {late_s} ({cfg.vllm_ready_env}={cfg.vllm_ready_timeout_s:.0f} s "
+                    "from rank 0's start)"
+                ),
+                advice=(
+                    f"raise {cfg.vllm_ready_env} in the recipe's env above "
+                    f"~{(t - head.started_at) * 1.2:.0f} s if this rate is expected"
+                    if math.isfinite(t)
+                    else "the rank reads nothing: check its node's disk or NFS mount, or stop now"
+                ),
+            )
+        )
+    return findings
+
+
+_NOT_JOINED = (RankPhase.pending, RankPhase.starting, RankPhase.exited, RankPhase.unreachable)
+
+
+def watch_rendezvous(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    """Ranks that have not joined the group `rendezvous_s` after the first rank started.
+
+    torch's init_process_group returns on no rank until every rank has joined, so while no rank
+    has begun loading the group has not formed. The ranks that never reached `initializing` (no
+    engine line: their container or process did not get that far, or died) are the missing ones;
+    when every rank got there, all of them are stuck in the init. Without this bound the boot
+    would wait for torch's own store timeout (~30 min) or the recipe's hours-long total."""
+    started = [r.started_at for r in s.ranks if r.started_at is not None]
+    if not started or now < min(started) + cfg.rendezvous_s:
+        return []
+    if any(
+        r.phase.order > RankPhase.initializing.order and r.phase not in _NOT_JOINED for r in s.ranks
+    ):
+        return []  # the group formed: a rank is loading (or past it)
+    if not any(r.phase is RankPhase.initializing for r in s.ranks):
+        return []  # nobody waits at the rendezvous: the exits and loss watchers speak
+    missing = [r for r in s.ranks if r.phase in _NOT_JOINED] or list(s.ranks)
+    names = ", ".join(f"rank {r.rank} ({r.node})" for r in missing)
+    last = "; ".join(
+        f"rank {r.rank} last printed: {r.last_lines[-1]!r}"
+        if r.last_lines
+        else f"rank {r.rank} printed nothing"
+        for r in missing[:4]
+    )
+    return [
+        Finding(
+            watcher="rendezvous",
+            severity="verdict",
+            rank=missing[0].rank,
+            outcome=Outcome.RENDEZVOUS_STALLED,
+            message=(
+                f"{names} had not joined the group {cfg.rendezvous_s:.0f} s after the first rank "
+                f"started (torch's store would wait ~30 min); {last}"
+            ),
+            advice=(
+                "check that the missing ranks' containers started and reach the head's "
+                "rendezvous port over the fabric (`cluster preflight`: rendezvous-tcp), and their "
+                "NCCL/Gloo interface; raise timeouts.rendezvous only if starts are known to be slow"
+            ),
+        )
+    ]
 
 
 def _barrier_broken_by_network(s: BootState, failed: list[RankState]) -> list[Finding]:
@@ -320,6 +446,8 @@ def watch(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     """All watchers, verdicts first in priority order: barrier, loss, exits; then warnings."""
     findings = [
         *watch_barrier(s, now, cfg),
+        *watch_rendezvous(s, now, cfg),
+        *watch_vllm_ready(s, now, cfg),
         *watch_loss(s, now, cfg),
         *watch_exits(s),
         *watch_page_cache(s, cfg),

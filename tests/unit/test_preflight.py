@@ -39,6 +39,7 @@ from orchestrator.probes.rdma import RdmaInfo
 from orchestrator.probes.runtime import DockerInfo
 from orchestrator.probes.sockets import ListeningSocket
 from orchestrator.probes.tcp import ConnectResult, ListenerReport
+from orchestrator.recipes import resolve_recipe
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
 from orchestrator.transport.fake import FakeReply, FakeTransport
@@ -572,6 +573,8 @@ def fake_cluster(
             "sh-df": FakeReply(stdout=read("df", "testbed-node")),
             "listener": FakeReply(stdout="listening x 29500\ndone 8\n"),
             "connector": FakeReply(stdout="connected 1 x\n"),
+            # engine-args: the image's parser accepts rank 0's and rank 1's argv
+            "docker-run": FakeReply(stdout=PARSED_OK * 2),
             **facts_of.get(node.name, {}),
         }
 
@@ -599,6 +602,9 @@ def fake_cluster(
         return FakeTransport(node, handler_for(node))
 
     return factory
+
+
+PARSED_OK = 'ENGINE_ARGS_PROBE {"engine": "sglang", "ok": true, "version": "0.5.23"}\n'
 
 
 def inventory_like_testbed(tmp_path: Path) -> Inventory:
@@ -737,3 +743,33 @@ def test_cluster_preflight_refuses_with_exit_4_and_names_every_error(
     assert code == ExitCode.PREFLIGHT_REFUSED == 4
     assert "the recipe small-twin is for 9 nodes, the inventory has 8" in captured.err
     assert "fix:" in captured.err
+
+
+# -- the engine's memory claim ------------------------------------------------------------------
+
+
+def test_a_vllm_claim_over_memfree_is_refused_with_the_numbers_and_no_cache_dropping() -> None:
+    _, facts = spark_cluster()
+    # a warm page cache after an earlier load: available, but not free (seed 001's relaunch)
+    warm = MEM_LOW.model_copy(
+        update={"mem_total": 119 * GIB, "mem_free": 60 * GIB, "mem_available": 115 * GIB}
+    )
+    found = problems_of(replace(facts, 3, memory=warm), recipe=vllm())
+    p = only(found, "memory-claim")
+    assert (p.severity, p.rank) == (Severity.error, 3)
+    assert "vLLM refuses to start" in p.what
+    assert p.evidence.startswith("--gpu-memory-utilization 0.89 x MemTotal 119.0 GiB = 105.9 GiB")
+    assert "lower --gpu-memory-utilization to 0.50 or less" in p.fix
+    assert "never drop caches" in p.fix and "drop_caches" not in p.fix
+
+
+def test_an_sglang_claim_over_memfree_is_a_warning_and_over_available_an_error() -> None:
+    recipe = resolve_recipe("mistral-small4-1x-sglang")  # --mem-fraction-static 0.75
+    inv, one = spark_cluster(spark_inventory(1))
+    tight = MEM_LOW.model_copy(update={"mem_total": 119 * GIB, "mem_free": 80 * GIB})
+    tight = tight.model_copy(update={"mem_available": 100 * GIB})
+    p = only(problems_of(replace(one, 0, memory=tight), recipe=recipe, inv=inv), "memory-claim")
+    assert p.severity is Severity.warning and "89.2 GiB" in p.evidence
+    short = tight.model_copy(update={"mem_available": 85 * GIB})
+    p = only(problems_of(replace(one, 0, memory=short), recipe=recipe, inv=inv), "memory-claim")
+    assert p.severity is Severity.error and "more than it has available" in p.what

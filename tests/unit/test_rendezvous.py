@@ -157,7 +157,9 @@ def spark_facts(node: Node, all_nodes: tuple[Node, ...] = (), **change: Any) -> 
         ),
         "memory": MemInfo(
             mem_total=125489508 * 1024,
-            mem_free=100 * GIB,
+            # ~109 GiB free before a boot, as on seed 002's Sparks ("108.78 GiB free at startup"):
+            # what vLLM's --gpu-memory-utilization 0.89 was chosen to fit
+            mem_free=110 * GIB,
             mem_available=115 * GIB,
             buffers=0,
             cached=10 * GIB,

@@ -15,7 +15,13 @@ from orchestrator.models.run import (
     Sample,
 )
 from orchestrator.supervisor.state import BootState, initial_state, reduce
-from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch, watch_barrier
+from orchestrator.supervisor.watchers import (
+    WatchConfig,
+    is_ready,
+    watch,
+    watch_barrier,
+    watch_config_for,
+)
 from tests.engine_lines import by_id
 
 GiB = 2**30
@@ -313,3 +319,95 @@ def test_a_line_of_tqdm_updates_joined_by_cr_reads_as_its_last_update() -> None:
     state = reduce(initial_state(NODES), LogLine(ts=1, rank=0, stream="stderr", text=joined))
     assert (state.rank(0).shards_done, state.rank(0).shards_total) == (4, 13)
     assert state.rank(0).last_line.startswith("Loading safetensors checkpoint shards:  30%")
+
+
+# -- per engine: the barrier is SGLang's; vLLM waits on its own engine-ready deadline ---------
+
+VLLM_LOAD_END = by_id("vllm-model-loading-took").text
+
+
+def _vllm_boot(ready_s: float = 600.0) -> Boot:
+    b = Boot()
+    b.cfg = watch_config_for(
+        "vllm",
+        barrier_window_s=480,
+        env={"VLLM_ENGINE_READY_TIMEOUT_S": str(int(ready_s))},
+        expected_bytes_per_rank=10 * GiB,
+    )
+    return b
+
+
+def test_a_vllm_rank_finishing_minutes_after_the_others_is_no_barrier_miss():
+    b = _vllm_boot(ready_s=3600)
+    b.read([200, 200, 200, 12], 100)  # ranks 0-2 done after ~54 s
+    assert b.state.first_load_end_at is not None
+    b.read([0, 0, 0, 12], 700)  # rank 3 still reading 700 s later: SGLang's 480 s long gone
+    assert not b.findings()  # no barrier, and 3600 s is enough for rank 3
+    b.read([0, 0, 0, 12], 200)
+    b.log(3, VLLM_LOAD_END)
+    b.fold(HeadReady(ts=b.now, latency_s=0.01))
+    assert is_ready(b.state)
+    assert not [f for f in b.findings() if f.severity == "verdict"]
+
+
+def test_a_vllm_rank_that_will_miss_the_engine_ready_deadline_is_warned_about_by_its_env():
+    b = _vllm_boot(ready_s=600)
+    b.read([200, 200, 200, 5], 20)  # rank 3: 10 GiB at 5 MB/s is ~36 min, the deadline 10 min
+    [w] = b.findings()
+    assert (w.watcher, w.rank, w.severity) == ("vllm-ready", 3, "warning")
+    assert "VLLM_ENGINE_READY_TIMEOUT_S=600 s" in w.message
+    assert "raise VLLM_ENGINE_READY_TIMEOUT_S" in w.advice
+
+
+def test_the_watch_config_takes_each_engines_own_deadline_source():
+    sglang = watch_config_for("sglang", barrier_window_s=7200, env={}, expected_bytes_per_rank=None)
+    assert (sglang.engine, sglang.barrier_window_s) == ("sglang", 7200)
+    vllm = watch_config_for("vllm", barrier_window_s=480, env={}, expected_bytes_per_rank=None)
+    assert vllm.vllm_ready_timeout_s == 600  # vLLM's default when the env is not set
+    twin = watch_config_for(
+        "vllm",
+        barrier_window_s=6,
+        env={"VLLM_ENGINE_READY_TIMEOUT_S": "1200"},
+        expected_bytes_per_rank=None,
+        scale=1 / 80,
+    )
+    assert twin.vllm_ready_timeout_s == 15
+
+
+# -- the rendezvous stall bound ----------------------------------------------------------------
+
+DIST_BEGIN = by_id("sglang-init-torch-distributed-begin").text
+
+
+def _rendezvous(arrived: list[int], nodes: int = 4) -> tuple[BootState, WatchConfig]:
+    state = initial_state([f"node{k}" for k in range(nodes)])
+    for k in range(nodes):
+        state = reduce(state, RankStarted(ts=0, rank=k, container=f"c{k}"))
+    for k in arrived:
+        state = reduce(state, LogLine(ts=5, rank=k, stream="stdout", text=DIST_BEGIN))
+    cfg = watch_config_for("sglang", barrier_window_s=480, env={}, expected_bytes_per_rank=None)
+    return state, cfg
+
+
+def test_ranks_missing_from_the_rendezvous_are_named_once_the_bound_passes():
+    state, cfg = _rendezvous(arrived=[0, 1, 3])
+    assert state.rank(0).phase is RankPhase.initializing
+    assert state.rank(2).phase is RankPhase.starting
+    assert not [f for f in watch(state, 599, cfg) if f.watcher == "rendezvous"]
+    [v] = [f for f in watch(state, 601, cfg) if f.watcher == "rendezvous"]
+    assert (v.severity, v.outcome, v.rank) == ("verdict", Outcome.RENDEZVOUS_STALLED, 2)
+    assert v.message.startswith("rank 2 (node2) had not joined the group 600 s after")
+    assert "rank 2 printed nothing" in v.message
+    assert v.outcome.category == "rendezvous-network"
+
+
+def test_a_group_that_formed_is_no_stall_however_long_the_load():
+    state, cfg = _rendezvous(arrived=[0, 1, 2, 3])
+    state = reduce(state, LogLine(ts=6, rank=0, stream="stdout", text=LOAD_BEGIN))
+    assert not [f for f in watch(state, 5000, cfg) if f.watcher == "rendezvous"]
+
+
+def test_the_bound_is_the_recipes_and_well_under_torchs_store_timeout():
+    from orchestrator.models.recipe import Timeouts
+
+    assert Timeouts().rendezvous == 600 < 1800  # torch's default store timeout is 30 min

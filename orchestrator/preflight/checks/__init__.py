@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.preflight.checks.cluster import _check_node_count, _check_probes, _check_reachable
+from orchestrator.preflight.checks.engine import _check_memory_claim
 from orchestrator.preflight.checks.fabric import (
     _check_fabric,
     _check_mtu,
@@ -41,6 +42,8 @@ CHECKS: dict[str, str] = {
     "head-port": "the rendezvous and serve ports are free on the head",
     "rendezvous-tcp": "every node opens a TCP connection to the head's rendezvous port over the "
     "fabric (tested for real)",
+    "engine-args": "the image's own engine parser accepts the rank-0 and rank-1 argv (a throwaway "
+    "probe container on the head: parse only, no GPU, no weights)",
     "docker": "the Docker daemon answers",
     "image": "the image is on every node, with the recipe's digest and the node's platform",
     "gpu": "a GPU and the NVIDIA runtime where the recipe asks for GPUs",
@@ -50,6 +53,9 @@ CHECKS: dict[str, str] = {
     "weights-copy": "every node holds the same complete staged copy (`cluster weights`); "
     "where none is staged, the load-time estimate from shared storage",
     "memory": "enough free memory for a rank",
+    "memory-claim": "the engine's memory claim (vLLM --gpu-memory-utilization, SGLang "
+    "--mem-fraction-static, x MemTotal) fits MemFree/MemAvailable, and the load's page cache fits "
+    "beside it",
     "containers": "no other container holds memory, no rank of an earlier run still runs",
     "disk": "free disk where the image lands",
     "clock": "clocks agree with the controller's",
@@ -66,6 +72,7 @@ _CHECK_FUNCTIONS: tuple[tuple[str, Callable[[_Judge], None]], ...] = (
     ("fabric-mtu", _check_mtu),
     ("head-port", _check_ports),
     ("rendezvous-tcp", lambda j: None),  # needs the reachability result: see judge()
+    ("engine-args", lambda j: None),  # needs the probe's result: see judge()
     ("docker", _check_docker),
     ("image", _check_image),
     ("gpu", _check_gpu),
@@ -73,6 +80,7 @@ _CHECK_FUNCTIONS: tuple[tuple[str, Callable[[_Judge], None]], ...] = (
     ("weights", _check_weights),
     ("weights-copy", _check_weights_copies),
     ("memory", _check_memory),
+    ("memory-claim", _check_memory_claim),
     ("containers", _check_containers),
     ("disk", _check_disk),
     ("clock", _check_clock),
