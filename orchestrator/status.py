@@ -17,7 +17,7 @@ from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.models.events import Stopped
-from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, Sample
+from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, RunPhase, Sample
 from orchestrator.runctx import RunContext, read_json, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
@@ -116,21 +116,21 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
             # rank has exited; its row must not read as alive under a "stopped" header.
             state = reduce(state, RankExited(ts=now, rank=k, exit_code=None))
     verdict = read_json(ctx.run.dir / "verdict.json") or {}
-    phase = "booting"
+    phase, detail = RunPhase.booting, ""
     if stopped_at is not None and not any(v in ("running", "unreachable") for v in states.values()):
         # Nothing left to ask: the run ended at `cluster stop`, whatever it had reached.
         when = datetime.fromtimestamp(stopped_at, UTC).strftime("%H:%M:%S UTC")
-        after = " after READY" if verdict.get("outcome") == "READY" else ""
-        phase = f"stopped{after} (`cluster stop` at {when})"
+        after = "after READY " if verdict.get("outcome") == "READY" else ""
+        phase, detail = RunPhase.stopped, f"{after}(`cluster stop` at {when})"
     elif verdict.get("outcome") == "READY" or state.rank(0).phase.value == "serving":
         latency = await asyncio.to_thread(probe_ready, ctx.ready_url)
         if latency is not None:
             state = reduce(state, HeadReady(ts=now, latency_s=latency))
-            phase = "ready"
+            phase = RunPhase.ready
         elif verdict.get("outcome") == "READY":
-            phase = "ready (head not answering now)"
+            phase, detail = RunPhase.ready, "(head not answering now)"
     elif verdict.get("outcome"):
-        phase = "failed"
+        phase = RunPhase.failed
     view = build_view(
         state,
         now,
@@ -138,6 +138,7 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
         run_id=ctx.run.id,
         recipe=ctx.recipe_name,
         phase=phase,
+        phase_detail=detail,
         endpoint=ctx.endpoint,
         container_states=states,
     )

@@ -39,6 +39,15 @@ class RankPhase(StrEnum):
 _PHASE_ORDER = {phase: i for i, phase in enumerate(RankPhase)}  # read per log line: a dict
 
 
+class RunPhase(StrEnum):
+    """Where a whole run is (status.json's `phase`); what follows it is `phase_detail`."""
+
+    booting = "booting"  # ranks starting, loading, warming
+    ready = "ready"  # the head answered (READY)
+    failed = "failed"  # a verdict other than READY
+    stopped = "stopped"  # `cluster stop` ended it
+
+
 class Outcome(StrEnum):
     """How a boot ended. Each has an exit code and a postmortem category."""
 

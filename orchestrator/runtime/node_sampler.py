@@ -18,6 +18,7 @@ kernel's readahead turns most cold mmap faults into minor ones.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -131,8 +132,25 @@ def _memory_file(pid: int) -> str | None:
     return os.path.join(base, f"cluster-sampler-{pid}-{start}.json")
 
 
+def _forget_dead(folder: str) -> None:
+    """Remove the memory files of processes that are gone (a rank's file outlives it otherwise)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith("cluster-sampler-"):
+            continue
+        pid = name.split("-")[2]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, name))
+
+
 def remembered_mapped(pid: int, pids: list[int]) -> tuple[int, int]:
     path = _memory_file(pid)
+    if path is not None:
+        _forget_dead(os.path.dirname(path))
     memory: dict[str, int] = {}
     if path is not None and os.path.exists(path):
         try:

@@ -54,7 +54,7 @@ class Part:
 
 def summary_parts(view: BootView) -> list[Part]:
     clock = datetime.fromtimestamp(view.updated, UTC).strftime("%H:%M:%S")
-    parts = [Part(f"{clock} {view.phase}")]
+    parts = [Part(f"{clock} {view.phase_text}")]
     parts += [
         Part(f"{phase} {rank_list(ranks)}", 3, f"{phase} {len(ranks)}")
         for phase, ranks in phases_of(view)
@@ -114,7 +114,7 @@ class PlainProgress:
         self._last_phases: tuple[str, tuple[tuple[str, tuple[int, ...]], ...]] = ("", ())
 
     def due(self, view: BootView) -> str | None:
-        phases = (view.phase, phases_of(view))
+        phases = (view.phase_text, phases_of(view))
         recent = self._last_at is not None and view.updated - self._last_at < self.every_s
         if phases == self._last_phases and recent:
             return None

@@ -28,6 +28,7 @@ from orchestrator.models.run import (
     Outcome,
     RankPhase,
     RankStarted,
+    RunPhase,
     Sample,
 )
 from orchestrator.runstore import Run
@@ -154,7 +155,7 @@ class Supervisor:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def view(self, phase: str, verdict: Finding | None = None) -> BootView:
+    def view(self, phase: RunPhase, verdict: Finding | None = None) -> BootView:
         return build_view(
             self.state,
             self.clock(),
@@ -168,7 +169,7 @@ class Supervisor:
             container_states=self.container_states,
         )
 
-    def _publish(self, phase: str, verdict: Finding | None = None) -> None:
+    def _publish(self, phase: RunPhase, verdict: Finding | None = None) -> None:
         v = self.view(phase, verdict)
         self.run_dir.write_status(v)
         write_metrics(self.run_dir, v)  # metrics.prom, for node_exporter's textfile collector
@@ -221,7 +222,7 @@ class Supervisor:
                 await asyncio.sleep(self.cfg.tick_s)
                 lock.beat()
                 verdict = self._judge()
-                self._publish("booting")
+                self._publish(RunPhase.booting)
             decided_at = self.clock()
             if verdict.outcome is not Outcome.READY:
                 await asyncio.sleep(self.cfg.drain_s)  # let the last lines and exits land
@@ -241,7 +242,7 @@ class Supervisor:
             await asyncio.gather(*pending, return_exceptions=True)
             await asyncio.gather(*(self._reconcile(f) for f in self.followers))
             lock.release()
-        phase = "ready" if verdict.outcome is Outcome.READY else "failed"
+        phase = RunPhase.ready if verdict.outcome is Outcome.READY else RunPhase.failed
         self._publish(phase, verdict)
         self.run_dir.append_event(VerdictRecord(decided_at=decided_at, **dict(verdict)))
         return verdict

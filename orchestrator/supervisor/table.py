@@ -114,7 +114,7 @@ _PHASE_STYLE = {
 
 
 def _phase(r: RankRow, names: Names, uni: bool) -> Text:
-    text = r.phase
+    text = str(r.phase)
     if r.exit_code is not None or r.oom_killed:
         text += f" ({'OOMKilled' if r.oom_killed else r.exit_code})"
     return cell(text, _PHASE_STYLE.get(r.phase, ""))

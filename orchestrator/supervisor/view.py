@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.models.run import Finding, RankPhase
+from orchestrator.models.run import Finding, RankPhase, RunPhase
 from orchestrator.supervisor.state import BootState, RankState
 from orchestrator.supervisor.watchers import WatchConfig
 
@@ -26,7 +26,7 @@ class RankRow(BaseModel):
     node: str
     container: str = ""
     container_state: str = ""
-    phase: str
+    phase: RankPhase
     progress_pct: float | None = None
     bytes_read: int = 0
     expected_bytes: int | None = None
@@ -54,13 +54,19 @@ class BootView(BaseModel):
     recipe: str
     source: Literal["supervisor", "live"] = "supervisor"
     updated: float
-    phase: str  # booting, ready, failed, stopped
+    phase: RunPhase
+    phase_detail: str = ""  # e.g. after READY (`cluster stop` at 07:10:00 UTC)
     outcome: str | None = None
     endpoint: str | None = None
     head_latency_s: float | None = None
     ranks: tuple[RankRow, ...]
     warnings: tuple[Finding, ...] = ()
     verdict: Finding | None = None
+
+    @property
+    def phase_text(self) -> str:
+        """The phase with its detail, for people: "stopped after READY (...)"."""
+        return f"{self.phase} {self.phase_detail}".strip()
 
 
 def barrier_slack(s: BootState, r: RankState, now: float, cfg: WatchConfig) -> float | None:
@@ -81,7 +87,8 @@ def build_view(
     *,
     run_id: str,
     recipe: str,
-    phase: str,
+    phase: RunPhase,
+    phase_detail: str = "",
     warnings: tuple[Finding, ...] = (),
     verdict: Finding | None = None,
     endpoint: str | None = None,
@@ -97,7 +104,7 @@ def build_view(
                 node=r.node,
                 container=r.container,
                 container_state=(container_states or {}).get(r.rank, ""),
-                phase=r.shown_phase.value,
+                phase=r.shown_phase,
                 progress_pct=None if frac is None else round(100 * frac, 1),
                 bytes_read=r.bytes_read,
                 expected_bytes=exp,
@@ -120,6 +127,7 @@ def build_view(
         recipe=recipe,
         updated=now,
         phase=phase,
+        phase_detail=phase_detail,
         outcome=verdict.outcome.value if verdict and verdict.outcome else None,
         endpoint=endpoint,
         head_latency_s=s.head_latency_s,
@@ -129,9 +137,9 @@ def build_view(
     )
 
 
-def _serving(s: BootState, r: RankState, phase: str) -> str | None:
+def _serving(s: BootState, r: RankState, phase: RunPhase) -> str | None:
     """After READY a row shows serving health instead of load progress."""
-    if not phase.startswith("ready") or r.phase is RankPhase.exited:
+    if phase is not RunPhase.ready or r.phase is RankPhase.exited:
         return None
     if r.rank == 0:
         if s.head_latency_s is None:

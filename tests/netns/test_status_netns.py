@@ -320,7 +320,8 @@ def test_cluster_stop_removes_only_that_runs_containers_after_saving_every_ranks
     assert "`cluster stop` stopped it at" in diagnosis.verdict
     status = cluster(state_home, "status", "-i", str(testbed.inventory), "--run", boot.id, "--json")
     assert status.returncode == 0, status.stdout + status.stderr
-    assert json.loads(status.stdout)["phase"].startswith("stopped after READY"), status.stdout
+    doc = json.loads(status.stdout)
+    assert doc["phase"] == "stopped" and doc["phase_detail"].startswith("after READY"), doc
     # Stopping again finds nothing to stop, says so, and keeps what the first stop saved.
     saved = {k: (boot.run / f"rank-{k}" / "full-stderr.log").read_bytes() for k in range(RANKS)}
     again = cluster(state_home, "stop", "-i", str(testbed.inventory), "--run", boot.id, "--yes")

@@ -97,7 +97,8 @@ async def test_the_built_in_cluster_boots_to_ready_keeps_every_log_and_leaves_ra
         await stop(result)
     view = await live_view(load_context(result.run))
     assert all(r.container_state == "missing" for r in view.ranks)  # stopped and removed
-    assert view.phase.startswith("stopped after READY (`cluster stop` at "), view.phase
+    assert view.phase == "stopped", view.phase_text
+    assert view.phase_detail.startswith("after READY (`cluster stop` at "), view.phase_text
     # ... and no row still reads as alive under that header
     assert all(r.phase == "exited" and r.serving is None for r in view.ranks), view.ranks
     assert (result.run.dir / "rank-3" / "full-stderr.log").stat().st_size > 0

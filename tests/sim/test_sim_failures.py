@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runtime.node_sampler import mapped_weight_bytes, proc_io
 from tests.engine_lines import by_id
 from tests.sim.conftest import Cluster, RankProc, addr, free_port, post
 
@@ -28,11 +29,12 @@ def seen_at(rank: RankProc, needle: str, timeout: float = 20.0) -> float:
     raise AssertionError(f"rank {rank.rank}: no {needle!r}:\n{rank.text()}")
 
 
-def io_rchar(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError("no rchar")
+def loaded(pid: int) -> int:
+    """What the node sampler measures of the child's reads: rchar (read()), or the resident pages
+    of its weight-file mappings (mmap, the twin's default), whichever is larger."""
+    rchar, _, readable = proc_io([pid])
+    assert readable, "no /proc/PID/io"
+    return max(rchar, mapped_weight_bytes([pid], {})[0])
 
 
 def test_one_slow_rank_makes_the_others_fail_with_the_barrier_error_at_the_window(
@@ -140,10 +142,10 @@ def test_a_hang_stops_the_rank_and_its_reads_halfway(cluster: Cluster, weights: 
     rank.wait_for("Load weight begin.")
     child = rank.child_pid()
     share = sum(p.stat().st_size for p in weights.glob("*.safetensors"))
-    # rchar counts every byte the child read, its Python imports included: wait until it stops.
+    # Every byte the child loaded (by read(), its imports too): wait until it stops.
     last, stable_since, deadline = -1, time.monotonic(), time.monotonic() + 15
     while time.monotonic() < deadline and time.monotonic() - stable_since < 0.8:
-        now = io_rchar(child)
+        now = loaded(child)
         if now != last:
             last, stable_since = now, time.monotonic()
         time.sleep(0.1)

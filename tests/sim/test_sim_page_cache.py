@@ -53,8 +53,10 @@ def test_the_page_cache_grows_by_about_the_bytes_a_rank_reads(tmp_path: Path) ->
         evict(fresh)
         grown, io, line = one_read(tmp_path, fresh, 2)
     assert grown >= 0.5 * SIZE, f"Cached grew by {grown} bytes only, twice"
-    assert io["rchar"] >= SIZE  # the reader child itself read every byte of its share...
-    assert io["read_bytes"] >= 0.5 * SIZE  # ...and most of it came from the disk, cold
+    # The twin loads by mmap, as the engines do by default: the reader child's page faults brought
+    # most of its share from the disk (cold), and no read() counted it (rchar: imports only).
+    assert io["read_bytes"] >= 0.5 * SIZE
+    assert io["rchar"] < 0.1 * SIZE
     # GB10 semantics: the load line's "avail mem" is MemFree, which the cache ate into.
     avail_gb = float(line.split("avail mem=")[1].split(" GB")[0])
     assert abs(avail_gb * 2**30 - meminfo()["MemFree"]) < 2 * 2**30
