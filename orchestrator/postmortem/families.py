@@ -110,6 +110,11 @@ FAMILIES: tuple[Family, ...] = (
     # MoE code, before the architecture family: `W4AFP8 MoE is unsupported on SM89` is a MoE
     # runner without kernels for this GPU (the corpus README's rule), not a kernel image
     _f("moe-runner", "medium", None, _MOE_WORDS, "the MoE layer or runner"),
+    # Triton refusing FP8 E4M3 below sm_89/sm_90 (`type fp8e4nv not supported in this
+    # architecture`): the engines' Triton FP8 kernels on such GPUs are the fused-MoE ones (dense
+    # FP8 takes Marlin/CUTLASS there), so the MoE runner cannot run here (the corpus README's
+    # rule); low, since other FP8 Triton kernels (block-scaled GEMMs, some attention) exist
+    _f("moe-runner", "low", None, r"fp8e4nv|f8e4m3nv", "a Triton FP8 MoE kernel below sm_90"),
     _f(
         "unsupported-arch-kernel",
         "medium",
@@ -118,11 +123,8 @@ FAMILIES: tuple[Family, ...] = (
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|[Hh]opper|cubin|fatbin|"
         r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)|"
-        # Triton refusing FP8 E4M3 below sm_89 (`type fp8e4nv not supported in this
-        # architecture`, `Conversion from/to f8e4m3nv is only supported on compute capability
-        # >= 90`); inside the MoE code the frames family above has already said moe-runner
         r"(?i:supported in this architecture|unsupported (?:sm|architecture)|no binary for gpu)|"
-        r"fp8e4nv|f8e4m3nv|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",
+        r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",
         "a kernel or build that does not run on this GPU",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)
@@ -183,7 +185,7 @@ FAMILIES: tuple[Family, ...] = (
         "rendezvous-network",
         "medium",
         r"DistNetworkError|DistStoreError|DistBackendError|Connection\w*Error|IoException|"
-        r"gaierror|socket\.timeout|^timeout$",
+        r"gaierror|socket\.timeout|^timeout$|^Rendezvous\w*(?:Error|Closed)",
         None,
         "torch.distributed's rendezvous or a peer connection",
     ),

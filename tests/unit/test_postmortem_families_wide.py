@@ -24,10 +24,16 @@ SGLANG = "/sgl-workspace/sglang/python/sglang/srt"
         ("AssertionError", f"{VLLM}/model_executor/model_loader/weight_utils.py", "weights-files", "low"),
         # torch/serialization.py: torch.load(weights_only=True) refusing a pickle
         ("_pickle.UnpicklingError: Weights only load failed. This file can still be loaded", "", "weights-files", "medium"),
-        # triton/language/semantic.py: `type fp8e4nv not supported in this architecture`
-        ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')", "", "unsupported-arch-kernel", "medium"),
-        # ... the same refusal raised while compiling the fused-MoE Triton kernel is the runner's
+        # triton/language/semantic.py: `type fp8e4nv not supported in this architecture`; on
+        # the engines the Triton FP8 kernels pre-Hopper GPUs compile are the fused-MoE ones
+        ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')", "", "moe-runner", "low"),
+        # ... and raised from the fused-MoE code it is the runner's, with medium confidence
         ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')", f"{VLLM}/model_executor/layers/fused_moe/fused_moe.py", "moe-runner", "medium"),
+        # TensorRT-LLM _torch/modules/fused_moe/quantization.py: a MoE quantization without
+        # kernels for this SM is the MoE runner's, not a kernel-image failure
+        ("NotImplementedError: W4AFP8 MoE is unsupported on SM89.", "", "moe-runner", "medium"),
+        # a no-kernel-image error outside MoE code stays the architecture's
+        ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "", "unsupported-arch-kernel", "medium"),
         # vllm quantization/compressed_tensors/compressed_tensors_moe.py
         ("RuntimeError: Unsupported FusedMoe scheme: None, None", "", "moe-runner", "medium"),
         # any class naming the MoE code: an API drift between vLLM and a plugin (find_string id 41837839771)
