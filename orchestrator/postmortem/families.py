@@ -74,7 +74,31 @@ def _f(
     )
 
 
-_MOE_FRAMES = r"fused_moe|/moe/|_moe\.py|moe_runner|moe_gemm|/deep_ep/"
+_MOE_FRAMES = (
+    r"fused_moe|/moe/|_moe\.py|moe_runner|moe_gemm|/deep_ep/|/deep_gemm/|_moe_|/moe_|"
+    r"[a-z_]*experts?\.py|/ep_moe/|/fused_marlin|/cutlass_moe|/flashinfer/fused_moe"
+)
+# the wordings MoE code raises (vLLM fused_moe/*, quantization/*_moe.py, SGLang srt/layers/moe/*,
+# FlashInfer fused_moe): a MoE class, method or runner, experts, the router's top-k ids, the
+# fused w13/w2 weights, DeepEP/DeepGEMM grouped GEMMs, the Marlin/CUTLASS MoE kernels
+_MOE_WORDS = (
+    r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_|[Ff]used_?[Mm]o[Ee]|DeepEP|deep_ep|[Gg]rouped ?GEMM|"
+    r"[Mm]arlin ?MoE|[Cc]utlass ?MoE|TritonExperts|topk_ids|top_?k.*experts|w13_|w2_weight|"
+    r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align"
+)
+# the weight files themselves or the loader's shape checks (vLLM weight_utils / default_loader,
+# SGLang model_loader/weight_utils, safetensors, torch.load): a shard, a tensor that does not fit
+# its parameter ("Attempted to load weight (...) into parameter (...)"), a missing/unexpected
+# checkpoint key, torch's weights-only unpickler
+_WEIGHT_WORDS = (
+    r"\.safetensors|[Ss]afe[Tt]ensors|state_dict|\bshards?\b|model weights|weights? file|"
+    r"PytorchStreamReader|zip archive|central directory|invalid load key|loaded_weight|"
+    r"\.bin\b|\.pt\b|\.gguf\b|checkpoint|index\.json|pytorch_model|[Aa]ttempted to load weight|"
+    r"into parameter|size mismatch for|[Mm]issing key\(?s\)?|[Uu]nexpected key\(?s\)?|"
+    r"no module or parameter named|params_dict|weight_loader|[Ww]eights only load|"
+    r"[Nn]o such tensor|missing tensor|tensor .* not found|\.weight'|_scale_inv'|qweight|"
+    r"\bconsolidated\b|weight_map"
+)
 
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
@@ -82,6 +106,10 @@ FAMILIES: tuple[Family, ...] = (
     # raised inside the fused-MoE code, whatever it says (an arch or shape refusal there is
     # the MoE runner's: the corpus README's rule, and the runners' own asserts say nothing)
     _f("moe-runner", "medium", None, None, "the MoE runner", frames=_MOE_FRAMES),
+    # any class (a TypeError, a Triton CompilationError, a C++ what()) whose message names the
+    # MoE code, before the architecture family: `W4AFP8 MoE is unsupported on SM89` is a MoE
+    # runner without kernels for this GPU (the corpus README's rule), not a kernel image
+    _f("moe-runner", "medium", None, _MOE_WORDS, "the MoE layer or runner"),
     _f(
         "unsupported-arch-kernel",
         "medium",
@@ -89,15 +117,13 @@ FAMILIES: tuple[Family, ...] = (
         r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|[Hh]opper|cubin|fatbin|"
-        r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)",
+        r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)|"
+        # Triton refusing FP8 E4M3 below sm_89 (`type fp8e4nv not supported in this
+        # architecture`, `Conversion from/to f8e4m3nv is only supported on compute capability
+        # >= 90`); inside the MoE code the frames family above has already said moe-runner
+        r"(?i:supported in this architecture|unsupported (?:sm|architecture)|no binary for gpu)|"
+        r"fp8e4nv|f8e4m3nv|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",
         "a kernel or build that does not run on this GPU",
-    ),
-    _f(
-        "moe-runner",
-        "medium",
-        r"AttributeError|NotImplementedError|KeyError|ValueError|RuntimeError|AssertionError",
-        r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_|[Ff]used_?[Mm]o[Ee]|DeepEP|deep_ep|[Gg]rouped ?GEMM",
-        "the MoE layer or runner",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)
     _f(
@@ -106,7 +132,25 @@ FAMILIES: tuple[Family, ...] = (
         None,
         None,
         "the weight loader",
-        frames=r"weight_utils\.py|/model_loader/default_loader\.py|/safetensors/torch\.py",
+        frames=r"weight_utils\.py|/model_loader/(?:default|gguf|sharded_state|bitsandbytes)_loader\.py|"
+        r"/model_loader/loader\.py|/safetensors/|/gguf/|_load_state_dict|/torch/serialization\.py",
+    ),
+    # the safetensors/unpickler classes are about the weight files whatever they say
+    _f(
+        "weights-files",
+        "medium",
+        r"SafetensorError|HeaderTooLarge|MetadataIncompleteBuffer|InvalidHeaderDeserialization|"
+        r"UnpicklingError",
+        None,
+        "the weight files (safetensors or torch.load)",
+    ),
+    # a hub lookup (or a missing local file) for a weight shard is the weights', not the config's
+    _f(
+        "weights-files",
+        "medium",
+        r"EntryNotFound|LocalEntryNotFound|FileNotFound|HfHubHTTP|OSError",
+        r"\.safetensors|\.bin\b|\.pt\b|\.gguf\b|\.pth\b|model weights|\bshards?\b",
+        "a weight shard that is not there",
     ),
     _f(
         "tokenizer-config",
@@ -120,16 +164,15 @@ FAMILIES: tuple[Family, ...] = (
         "weights-files",
         "medium",
         r"Safetensor|FileNotFoundError|OSError|ValueError|KeyError|RuntimeError|EOFError|"
-        r"UnpicklingError|AssertionError",
-        r"\.safetensors|[Ss]afe[Tt]ensors|state_dict|\bshards?\b|model weights|weights? file|"
-        r"PytorchStreamReader|zip archive|central directory|invalid load key|loaded_weight|"
-        r"\.bin\b|\.pt\b|\.gguf\b|checkpoint|index\.json|pytorch_model",
+        r"UnpicklingError|AssertionError|IndexError|TypeError",
+        _WEIGHT_WORDS,
         "the weight files",
     ),
     _f(
         "tokenizer-config",
         "medium",
-        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|HTTPError|Exception",
+        r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|HTTPError|Exception|"
+        r"ReadTimeout|ConnectTimeout|MaxRetryError",
         r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat template|[Rr]epo id|"
         r"config format|gated repo|is restricted|preprocessor_config|generation_config|"
         r"model type|does not recognize this architecture|Unrecognized model|sentencepiece|"
@@ -153,6 +196,16 @@ FAMILIES: tuple[Family, ...] = (
         r"[Ss]ocket|[Nn]etwork is unreachable|[Nn]o route to host",
         "the network between the ranks",
     ),
+    # a timeout class is a timer that fired, whatever it says (vLLM's shm_broadcast and RPC
+    # waits raise a bare `TimeoutError`; Ray's `GetTimeoutError`; `subprocess.TimeoutExpired`)
+    _f(
+        "watchdog-timeout",
+        "low",
+        r"^(?:TimeoutError|Timeout|TimeoutExpired|GetTimeoutError|DeadlineExceeded|"
+        r"WaitTimeoutError|FutureTimeoutError|EngineTimeoutError)$",
+        None,
+        "a timer that fired",
+    ),
     _f(
         "watchdog-timeout",
         "low",
@@ -164,7 +217,9 @@ FAMILIES: tuple[Family, ...] = (
         "watchdog-timeout",
         "low",
         None,
-        r"[Ww]atchdog|[Hh]eartbeat|[Tt]imed out waiting|[Tt]imed out after|timeout of [0-9]",
+        r"[Ww]atchdog|[Hh]eartbeat|[Tt]imed[ -]?out\b|timeout of [0-9]|[Tt]imeout (?:error|expired|"
+        r"reached|exceeded)|(?:not|stopped) responding|did not respond|[Dd]eadline exceeded|"
+        r"took too long|within [0-9]+ ?s(?:econds)?\b|after [0-9]+ ?s(?:econds)? of",
         "a timer that fired",
     ),
     _f(
