@@ -104,10 +104,13 @@ class Tmux:
 
 
 def rank_rows(screen: str) -> dict[int, str]:
-    """The table's rank rows: `<rank> │ ctb-node<rank> │ ...` (unicode or ASCII borders)."""
-    found = {}
+    """The table's rank rows: `<rank>  <node> ...` under a `ctb-node*` node header (the table
+    shortens node names by their common prefix, `docs/operating.md`), borders or not."""
+    found: dict[int, str] = {}
+    if "ctb-node*" not in screen:
+        return found
     for line in screen.splitlines():
-        m = re.match(r"^\W*(\d)\s*\W\s*ctb-node(\d)\b", line)
+        m = re.match(r"^\W*(\d)\s*\W?\s*(\d)\s+[a-z]", line)
         if m and m.group(1) == m.group(2):
             found[int(m.group(1))] = line
     return found
