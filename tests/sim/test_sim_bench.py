@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,11 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
         code = await asyncio.to_thread(main, args)
         out = capsys.readouterr().out
         assert code == 0, out
-        # The boot's own log lines (structlog, on stdout in this process) come before the JSON.
-        report = BenchReport.model_validate_json(out[out.index("\n{\n") :])
+        # The boot's own log lines (structlog, on stdout in this process) may come before the
+        # JSON, or not at all: the document starts at the first line that is a lone "{".
+        start = re.search(r"(?m)^\{$", out)
+        assert start is not None, out
+        report = BenchReport.model_validate_json(out[start.start() :])
     finally:
         await stop_run(load_context(result.run))
 
