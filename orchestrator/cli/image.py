@@ -8,19 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from rich.progress import TaskID
 from rich.table import Table
 
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
+from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.errors import ConfigError
 from orchestrator.images import (
     NodeAction,
@@ -74,36 +67,17 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.1f}"
 
 
-class PushDisplay:
+class PushDisplay(TransferDisplay):
     """Per node: bytes received, rate and ETA while the stream flows; then its state."""
 
     def __init__(self) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description:<18}"),
-            BarColumn(bar_width=24),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[state]}"),
-            console=err_console,
-            transient=False,
-        )
-        self.tasks: dict[str, TaskID] = {}
+        super().__init__()
         self.estimate: int | None = None
         self.raw_total: int | None = None
         self.finished: set[str] = set()
 
-    def __enter__(self) -> PushDisplay:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
     def _task(self, name: str) -> TaskID:
-        if name not in self.tasks:
-            self.tasks[name] = self.progress.add_task(name, total=self.estimate, state="")
-        return self.tasks[name]
+        return self.task(name, self.estimate)
 
     def _bytes(self, name: str, n: int) -> None:
         """A node's count; a finished node's bar is full at what it received."""

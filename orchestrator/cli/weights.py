@@ -8,20 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 from rich.table import Table
 
 from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
 from orchestrator.cli.output import console, err_console, plain, print_json
+from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.errors import ConfigError, UnhealthyCluster
 from orchestrator.models.inventory import Inventory
 from orchestrator.preflight.model import PreflightLimits
@@ -65,32 +57,8 @@ ConnectOpt = Annotated[
 ]
 
 
-class PushDisplay:
+class PushDisplay(TransferDisplay):
     """Per node: bytes received of what it lacks, rate and ETA; then its state."""
-
-    def __init__(self) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description:<18}"),
-            BarColumn(bar_width=24),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[state]}"),
-            console=err_console,
-        )
-        self.tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> PushDisplay:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def _task(self, name: str, total: int | None) -> TaskID:
-        if name not in self.tasks:
-            self.tasks[name] = self.progress.add_task(name, total=total, state="")
-        return self.tasks[name]
 
     def __call__(self, ev: WeightsEvent) -> None:
         p = self.progress
@@ -105,15 +73,15 @@ class PushDisplay:
             needs = ev.needs or {}
             # the source sends the round's bytes once; every node of the chain receives them
             for name, total in {"sent": max(needs.values(), default=0), **needs}.items():
-                p.reset(self._task(name, total), total=total, state="")
+                p.reset(self.task(name, total), total=total, state="")
         elif ev.kind == "progress" and ev.node and ev.bytes is not None:
-            task = self._task(ev.node, None)
+            task = self.task(ev.node)
             p.update(task, completed=ev.bytes)
         elif ev.kind == "source" and ev.bytes is not None:
-            p.update(self._task("sent", None), completed=ev.bytes)
+            p.update(self.task("sent"), completed=ev.bytes)
         elif ev.kind == "done" and ev.node:
             state = "[green]verified[/]" if ev.ok else "[red]failed[/]"
-            p.update(self._task(ev.node, None), state=state)
+            p.update(self.task(ev.node), state=state)
         elif ev.kind == "note":
             p.console.print(plain(f"  {ev.text}"), soft_wrap=True)
 

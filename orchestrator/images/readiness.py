@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import ClusterError, ImageError
-from orchestrator.fanout import settle
+from orchestrator.fanout import settle_each
 from orchestrator.images.model import TransportFactory
 from orchestrator.images.nodes import gather_states
 from orchestrator.models.inventory import Inventory, Node
@@ -60,28 +60,22 @@ async def probe_exec_ready(
             on_result(result)
         return result
 
+    def unexpected(node: Node, error: str) -> ExecReadiness:
+        return ExecReadiness(
+            node=node.name,
+            image=reference,
+            ready=False,
+            tries=0,
+            seconds=0.0,
+            last_error=error,
+            gave_up="fatal",
+        )
+
     try:
-        outcomes = await settle(chosen, one)
+        return await settle_each(chosen, one, unexpected)
     finally:
         if own:
             await asyncio.gather(*(t.close() for t in tmap.values()), return_exceptions=True)
-    out = []
-    for o in outcomes:
-        if o.value is not None:
-            out.append(o.value)
-        else:
-            out.append(
-                ExecReadiness(
-                    node=o.node.name,
-                    image=reference,
-                    ready=False,
-                    tries=0,
-                    seconds=0.0,
-                    last_error=f"{type(o.error).__name__}: {o.error}",
-                    gave_up="fatal",
-                )
-            )
-    return out
 
 
 class ProbeRow(BaseModel):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.errors import ClusterError
-from orchestrator.fanout import settle
+from orchestrator.fanout import settle_each
 from orchestrator.images.nodes import run_bounded
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.transport import Transport
@@ -71,18 +71,8 @@ async def probe_nodes(
 ) -> list[Holding]:
     """Every node's holding (rank order); a node that cannot be asked says why."""
     chosen = [n for n in inventory.nodes if names is None or n.name in names]
-    outcomes = await settle(chosen, lambda n: probe_one(n, transports[n.name], spec, timeout_s))
-    out = []
-    for o in outcomes:
-        if o.value is not None:
-            out.append(o.value)
-        else:
-            out.append(
-                Holding(
-                    node=o.node.name,
-                    rank=o.node.rank,
-                    reachable=False,
-                    error=f"{type(o.error).__name__}: {o.error}",
-                )
-            )
-    return out
+    return await settle_each(
+        chosen,
+        lambda n: probe_one(n, transports[n.name], spec, timeout_s),
+        lambda n, error: Holding(node=n.name, rank=n.rank, reachable=False, error=error),
+    )
