@@ -276,14 +276,7 @@ class Rank:
     def _hog(self, nbytes: int) -> None:
         assert self.child is not None
         self.child.send(f"hog {nbytes}")
-        while True:
-            event = self.child.next_event(0.5)
-            if event is None:
-                continue
-            if event.kind == "exited":
-                raise ChildDied(int(event.values[0]))
-            if event.kind == "hogged":
-                return
+        self._expect("hogged")
 
     # -- the boot ------------------------------------------------------------------------------
 

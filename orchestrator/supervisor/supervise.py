@@ -35,7 +35,7 @@ from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.follower import Follower
-from orchestrator.supervisor.metrics import write_metrics
+from orchestrator.supervisor.metrics import PhaseRecords, write_metrics
 from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
@@ -73,6 +73,7 @@ class Supervisor:
     stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     followers: list[Follower] = field(init=False)
     started: float = field(init=False)
+    phase_records: PhaseRecords = field(init=False)  # events.jsonl, read as it grows
 
     def __post_init__(self, resume_state: BootState | None) -> None:
         self.state = resume_state or initial_state([s.node.name for s in self.specs])
@@ -83,6 +84,7 @@ class Supervisor:
             for s in self.specs
         ]
         self.started = self.clock()
+        self.phase_records = PhaseRecords(self.run_dir.events_path)
 
     # -- event intake -----------------------------------------------------------------------
 
@@ -170,7 +172,9 @@ class Supervisor:
     def _publish(self, phase: RunPhase, verdict: Finding | None = None) -> None:
         v = self.view(phase, verdict)
         self.run_dir.write_status(v)
-        write_metrics(self.run_dir, v)  # metrics.prom, for node_exporter's textfile collector
+        write_metrics(
+            self.run_dir, v, self.phase_records
+        )  # metrics.prom, for node_exporter's textfile collector
         if self.on_view:
             self.on_view(v)
 
