@@ -26,6 +26,7 @@ EXPECTED_FILES = {
     "postmortem-extra.yaml",
     "postmortem-train.yaml",
     "postmortem-sources.yaml",
+    "postmortem-kernels-image-memory.yaml",
 }
 
 
