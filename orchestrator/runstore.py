@@ -71,6 +71,17 @@ def _json(value: Any) -> str:
     return json.dumps(redact(value), indent=2, default=str) + "\n"
 
 
+class _InRunDir:
+    """A file every run directory holds, by name (`run.manifest_path`: `run.dir/manifest.json`);
+    one descriptor rather than a property per file."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: Run, owner: type[Run] | None = None) -> Path:
+        return run.dir / self.name
+
+
 @dataclass(frozen=True)
 class Run:
     """One run directory. Cheap to construct; every method touches the disk it names."""
@@ -78,21 +89,10 @@ class Run:
     id: str
     dir: Path
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.dir / "manifest.json"
-
-    @property
-    def events_path(self) -> Path:
-        return self.dir / "events.jsonl"
-
-    @property
-    def status_path(self) -> Path:
-        return self.dir / "status.json"
-
-    @property
-    def lock_path(self) -> Path:
-        return self.dir / "lock.json"
+    manifest_path = _InRunDir("manifest.json")
+    events_path = _InRunDir("events.jsonl")
+    status_path = _InRunDir("status.json")
+    lock_path = _InRunDir("lock.json")
 
     def rank_dir(self, rank: int) -> Path:
         path = self.dir / f"rank-{rank}"
