@@ -26,6 +26,7 @@ tracebacks. Anything that is not a `ClusterError` is a bug: the CLI writes a cra
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from enum import IntEnum
 
 from orchestrator.redact import redact_argv
@@ -46,28 +47,27 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+@dataclass(eq=False, repr=False)  # an exception compares and prints as exceptions do
 class ClusterError(Exception):
     """Base of every expected failure: `what` happened at `where`; `hint` says what to do.
 
-    `run_dir`: the run directory the failure belongs to, when there is one (the CLI prints it
-    under the error line); a boot sets it on whatever error ends it."""
+    `more`: further problems, one line each (a bad file can have several). `run_dir`: the run
+    directory the failure belongs to, when there is one (the CLI prints it under the error
+    line); a boot sets it on whatever error ends it."""
 
-    exit_code: ExitCode = ExitCode.INTERNAL
+    # Not a field (no annotation): each class sets its own, and a boot may set an instance's
+    # from its outcome.
+    exit_code = ExitCode.INTERNAL
 
-    def __init__(
-        self,
-        what: str,
-        *,
-        where: str = "",
-        hint: str = "",
-        more: tuple[str, ...] = (),
-        run_dir: str | None = None,
-    ) -> None:
-        self.what = what
-        self.where = where
-        self.hint = hint
-        self.more = more
-        self.run_dir = run_dir
+    what: str
+    _: KW_ONLY
+    where: str = ""
+    hint: str = ""
+    more: tuple[str, ...] = ()
+    run_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        # `str(err)` and `err.args` are the one line the CLI prints.
         super().__init__(self.line())
 
     def line(self) -> str:
@@ -128,7 +128,15 @@ def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-class CommandFailed(NodeError):
+class _CommandError(NodeError):
+    """A command on a node went wrong; `argv` is what ran (the message shows it redacted)."""
+
+    def __init__(self, what: str, *, node: str, argv: list[str], hint: str = "") -> None:
+        self.argv = argv
+        super().__init__(f"`{' '.join(redact_argv(argv))}` {what}", node=node, hint=hint)
+
+
+class CommandFailed(_CommandError):
     """A command exited non-zero. Carries the evidence: argv, exit status, output tails."""
 
     def __init__(
@@ -141,19 +149,16 @@ class CommandFailed(NodeError):
         stderr: str = "",
         hint: str = "",
     ) -> None:
-        self.argv = argv
         self.exit_status = exit_status
         self.stdout_tail = tail(stdout)
         self.stderr_tail = tail(stderr)
         last = (self.stderr_tail or self.stdout_tail).splitlines()[-1:] or [""]
-        what = f"`{' '.join(redact_argv(argv))}` exited {exit_status}" + (
-            f": {last[0]}" if last[0] else ""
-        )
-        super().__init__(what, node=node, hint=hint)
+        what = f"exited {exit_status}" + (f": {last[0]}" if last[0] else "")
+        super().__init__(what, node=node, argv=argv, hint=hint)
 
 
-class CommandTimeout(NodeError):
-    """A command ran past its deadline. The output received until then is kept."""
+class CommandTimeout(_CommandError):
+    """A command ran past its deadline. The output received until then is kept (whole)."""
 
     def __init__(
         self,
@@ -164,13 +169,13 @@ class CommandTimeout(NodeError):
         stdout: str = "",
         stderr: str = "",
     ) -> None:
-        self.argv = argv
         self.timeout_s = timeout_s
         self.stdout = stdout
         self.stderr = stderr
         super().__init__(
-            f"`{' '.join(redact_argv(argv))}` did not finish within {timeout_s:g} s",
+            f"did not finish within {timeout_s:g} s",
             node=node,
+            argv=argv,
             hint="the output received so far is kept with the error",
         )
 

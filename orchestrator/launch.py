@@ -41,6 +41,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -232,6 +233,8 @@ def plan_launch(
     volumes = [flag for v in (variant.volumes if variant else ()) for flag in ("--volume", v)]
     options = [*container_options(recipe), *volumes, *add_hosts(rendezvous)]
     image = (variant.image if variant else None) or recipe.image.reference
+    # The same options and image for every rank: only the rank's own parts vary below.
+    run_argv = partial(docker_run_argv, options=options, image=image)
     ranks = []
     for node in inventory.nodes:
         rank_rdv = rendezvous.rank(node.rank)
@@ -248,21 +251,12 @@ def plan_launch(
         }
         ranks.append(
             RankLaunch(
-                rank=node.rank,
-                node=node.name,
+                **rank_rdv.model_dump(include={"rank", "node"}),
                 container=name,
                 labels=labels,
                 engine_argv=argv,
                 env=env,
-                docker_argv=docker_run_argv(
-                    node=node,
-                    name=name,
-                    labels=labels,
-                    options=options,
-                    env=env,
-                    image=image,
-                    argv=argv,
-                ),
+                docker_argv=run_argv(node=node, name=name, labels=labels, env=env, argv=argv),
             )
         )
     return LaunchPlan(

@@ -423,14 +423,11 @@ async def run_nccl_check(
     checks = []
     for launch, err, (finished, code), lines in zip(launches, starts, waits, logs, strict=True):
         text = lines if isinstance(lines, list) else [f"(could not read the log: {lines})"]
-        rank_plan = plan.rank(launch.rank)
         checks.append(
             RankCheck(
-                rank=launch.rank,
-                node=launch.node,
-                container=launch.container,
-                address=rank_plan.address,
-                iface=rank_plan.iface,
+                # Who and where: the rank's launch and its place in the rendezvous, as planned.
+                **launch.model_dump(include={"rank", "node", "container"}),
+                **plan.rank(launch.rank).model_dump(include={"address", "iface"}),
                 started=err is None,
                 start_error=err,
                 finished=finished,

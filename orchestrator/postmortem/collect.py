@@ -8,6 +8,7 @@ simply no evidence, an unreadable one becomes a note. Rank logs are scanned by `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,7 +17,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from orchestrator.errors import ConfigError
+from orchestrator.models.events import (
+    RECORD,
+    FollowInterrupted,
+    Record,
+    Step,
+    Stopped,
+    VerdictRecord,
+    WatcherWarning,
+)
+from orchestrator.models.run import NodeBack, NodeLost, RankExited, RankStarted
 from orchestrator.postmortem.model import PHASES, Evidence, ExitInfo, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import SignatureSet
 from orchestrator.postmortem.timeline import (
@@ -31,8 +44,8 @@ _RANK_DIR = re.compile(r"^rank-(\d+)$")
 # rank-3.log, rank3, rank_3, tp3, TP3, node-rank-3: the number after one of these words.
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|tp|node[-_]?rank)[-_]?(\d+)(?![0-9])", re.I)
 _RANK_FOLDER = re.compile(r"^(?:rank|tp)[-_]?(\d+)$", re.I)  # a run's rank-3/ copied as is
-# Event fields that carry words worth matching (not `last_lines`: those repeat the logs).
-_EVENT_TEXT_KEYS = ("error", "message", "reason", "stderr", "detail", "summary")
+# events.jsonl as its typed records, each with its line number (for evidence).
+Events = list[tuple[int, Record]]
 
 
 @dataclass(frozen=True)
@@ -160,44 +173,52 @@ def _exit_from_files(rank_dir: Path, display: str, notes: list[str]) -> ExitInfo
     )
 
 
-def _exit_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> ExitInfo | None:
+def _exit_from_events(events: Events, rank: int) -> ExitInfo | None:
     found: ExitInfo | None = None
     for n, ev in events:
-        if ev.get("kind") == "rank_exited" and ev.get("rank") == rank:
-            code = ev.get("exit_code")
+        if isinstance(ev, RankExited) and ev.rank == rank:
             found = ExitInfo(
                 status="exited",
-                exit_code=int(code) if isinstance(code, int) else None,
-                oom_killed=bool(ev.get("oom_killed")) if "oom_killed" in ev else None,
-                finished_at=_ts(ev.get("ts")),
+                exit_code=ev.exit_code,
+                oom_killed=ev.oom_killed,
+                finished_at=ev.ts,
                 source=f"events.jsonl:{n}",
             )
     return found
 
 
-def _lost_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> Evidence | None:
+def _lost_from_events(events: Events, rank: int) -> Evidence | None:
     """When the supervisor lost this rank's node for good (a `node_lost` not followed by a
     `node_back`), as evidence pointing at the event."""
     lost: Evidence | None = None
     for n, ev in events:
-        if ev.get("rank") != rank:
-            continue
-        if ev.get("kind") == "node_lost":
-            reason = ev.get("reason") if isinstance(ev.get("reason"), str) else ""
-            text = f"node_lost: rank {rank}'s node became unreachable ({reason})"
-            lost = lost or Evidence(
-                file="events.jsonl", line=n, text=text, ts=_ts(ev.get("ts")), rank=rank
-            )
-        elif ev.get("kind") == "node_back":
+        if isinstance(ev, NodeLost) and ev.rank == rank:
+            text = f"node_lost: rank {rank}'s node became unreachable ({ev.reason})"
+            lost = lost or Evidence(file="events.jsonl", line=n, text=text, ts=ev.ts, rank=rank)
+        elif isinstance(ev, NodeBack) and ev.rank == rank:
             lost = None
     return lost
 
 
-def _started_from_events(events: list[tuple[int, dict[str, Any]]], rank: int) -> float | None:
+def _started_from_events(events: Events, rank: int) -> float | None:
     for _n, ev in events:
-        if ev.get("kind") == "rank_started" and ev.get("rank") == rank:
-            return _ts(ev.get("ts"))
+        if isinstance(ev, RankStarted) and ev.rank == rank:
+            return ev.ts
     return None
+
+
+def _read_events(run: Run) -> Events:
+    """events.jsonl through its typed records. A line no record describes (torn by a crash
+    mid-write, or a newer version's kind) is skipped, never fatal. Silently, as before: the
+    fixture runs' events.jsonl hold such lines (`run_created`, `rank_started` without its
+    container), so a note would change every golden report (left for their owner)."""
+    events: Events = []
+    if run.events_path.exists():
+        with run.events_path.open(encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                with contextlib.suppress(ValidationError):
+                    events.append((n, RECORD.validate_json(line)))
+    return events
 
 
 # -- evidence outside the logs: docker's State.Error, error text in events ------------------------
@@ -210,21 +231,26 @@ def _text_hits(text: str, sigs: SignatureSet, evidence: Evidence) -> list[Hit]:
     ]
 
 
-def _event_hits(
-    events: list[tuple[int, dict[str, Any]]], sigs: SignatureSet
-) -> dict[int | None, list[Hit]]:
+def _event_text(ev: Record) -> str:
+    """The words of a record worth matching (not a rank's `last_lines`: those repeat the logs)."""
+    if isinstance(ev, NodeLost | FollowInterrupted):
+        return ev.reason
+    if isinstance(ev, WatcherWarning | VerdictRecord):
+        return ev.message
+    if isinstance(ev, Step):
+        return ev.detail
+    return ""
+
+
+def _event_hits(events: Events, sigs: SignatureSet) -> dict[int | None, list[Hit]]:
     out: dict[int | None, list[Hit]] = {}
     for n, ev in events:
-        if ev.get("kind") in ("log", "sample", "rank_exited"):
+        value = _event_text(ev)
+        if not value:
             continue
-        rank = ev.get("rank") if isinstance(ev.get("rank"), int) else None
-        for key in _EVENT_TEXT_KEYS:
-            value = ev.get(key)
-            if isinstance(value, str) and value:
-                evidence = Evidence(
-                    file="events.jsonl", line=n, text=value[:2000], ts=_ts(ev.get("ts")), rank=rank
-                )
-                out.setdefault(rank, []).extend(_text_hits(value, sigs, evidence))
+        rank = getattr(ev, "rank", None)
+        evidence = Evidence(file="events.jsonl", line=n, text=value[:2000], ts=ev.ts, rank=rank)
+        out.setdefault(rank, []).extend(_text_hits(value, sigs, evidence))
     return out
 
 
@@ -338,37 +364,17 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
     manifest = _read_json(run.manifest_path, notes)
     status = _read_json(run.status_path, notes)
     verdict = _read_json(run.dir / "verdict.json", notes)
-    events: list[tuple[int, dict[str, Any]]] = []
-    if run.events_path.exists():
-        with run.events_path.open(encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, 1):
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn last line
-                if isinstance(ev, dict):
-                    events.append((n, ev))
+    events = _read_events(run)
     if verdict is None:
         for _n, ev in events:
-            if ev.get("kind") == "verdict":
-                verdict = {k: v for k, v in ev.items() if k != "kind"}
+            if isinstance(ev, VerdictRecord):
+                verdict = ev.model_dump(mode="json", exclude={"kind"})
     # `cluster stop` records when it began: what ranks print after that is the stop's doing.
-    stops = [
-        _ts(ev.get("began")) or _ts(ev.get("ts"))
-        for _n, ev in events
-        if ev.get("kind") == "stopped"
-    ]
-    stopped_at = min((t for t in stops if t is not None), default=None)
+    stopped_at = min((ev.began for _n, ev in events if isinstance(ev, Stopped)), default=None)
     warnings = tuple(
-        Evidence(
-            file="events.jsonl",
-            line=n,
-            text=str(ev.get("message"))[:2000],
-            ts=_ts(ev.get("ts")),
-            rank=ev.get("rank") if isinstance(ev.get("rank"), int) else None,
-        )
+        Evidence(file="events.jsonl", line=n, text=ev.message[:2000], ts=ev.ts, rank=ev.rank)
         for n, ev in events
-        if ev.get("kind") == "warning" and isinstance(ev.get("message"), str)
+        if isinstance(ev, WatcherWarning)
     )
     recipe = (manifest or {}).get("recipe") or {}
     created = _ts((manifest or {}).get("created"))

@@ -229,21 +229,18 @@ def parse(argv: list[str], env: Mapping[str, str] | None = None) -> EngineArgs:
                 found = str(v)
         return found
 
-    def integer(text: str | None, flag: str, default: int) -> int:
-        if text is None:
-            return default
-        try:
-            return int(text)
-        except ValueError:
-            raise ArgsError(f"{flag}: invalid int value: {text!r}") from None
-
-    def number(text: str | None, flag: str) -> float | None:
+    def number(text: str | None, flag: str, kind: type[float] = float) -> float | None:
+        """`text` as `kind`, with argparse's complaint ("invalid int value") when it is not."""
         if text is None:
             return None
         try:
-            return float(text)
+            return kind(text)
         except ValueError:
-            raise ArgsError(f"{flag}: invalid float value: {text!r}") from None
+            raise ArgsError(f"{flag}: invalid {kind.__name__} value: {text!r}") from None
+
+    def integer(text: str | None, flag: str, default: int) -> int:
+        value = number(text, flag, int)
+        return default if value is None else int(value)
 
     if engine == "sglang":
         model = last("--model-path", "--model")

@@ -127,33 +127,31 @@ def timeouts_for(args: EngineArgs, scale: Scale, env: Mapping[str, str]) -> Time
     return t
 
 
+@dataclass(eq=False)
 class Rank:
-    def __init__(
-        self,
-        args: EngineArgs,
-        scale: Scale,
-        faults: list[Fault],
-        weights: WeightsInfo,
-        read_rate: float,
-        env: Mapping[str, str],
-        out: Out | None = None,
-    ) -> None:
-        self.args = args
-        self.scale = scale
-        self.faults = faults
-        self.weights = weights
-        self.read_rate = read_rate
-        self.env = env
-        self.out = out or Out()
-        self.timeouts = timeouts_for(args, scale, env)
-        self.voice: Voice = SGLangVoice(self) if args.engine == "sglang" else VLLMVoice(self)
+    args: EngineArgs
+    scale: Scale
+    faults: list[Fault]
+    weights: WeightsInfo
+    read_rate: float
+    env: Mapping[str, str]
+    out: Out = field(default_factory=Out)
+    # What the boot derives and changes as it goes:
+    timeouts: Timeouts = field(init=False)
+    voice: Voice = field(init=False)
+    group: Group = field(init=False)
+    child: ReaderChild | None = field(default=None, init=False)
+    child_pid: int | None = field(default=None, init=False)
+    serving: bool = field(default=False, init=False)
+    kv_started: float = field(default_factory=time.monotonic, init=False)
+    _warned_store: bool = field(default=False, init=False)
+    _state: ServeState | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        args = self.args
+        self.timeouts = timeouts_for(args, self.scale, self.env)
+        self.voice = SGLangVoice(self) if args.engine == "sglang" else VLLMVoice(self)
         self.group = Group(args.node_rank, args.world, args.dist_addr, args.dist_port)
-        self.child: ReaderChild | None = None
-        self.child_pid: int | None = None
-        self.serving = False
-        self.kv_started = time.monotonic()
-        self._warned_store = False
-        self._state: ServeState | None = None
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -278,14 +276,7 @@ class Rank:
     def _hog(self, nbytes: int) -> None:
         assert self.child is not None
         self.child.send(f"hog {nbytes}")
-        while True:
-            event = self.child.next_event(0.5)
-            if event is None:
-                continue
-            if event.kind == "exited":
-                raise ChildDied(int(event.values[0]))
-            if event.kind == "hogged":
-                return
+        self._expect("hogged")
 
     # -- the boot ------------------------------------------------------------------------------
 

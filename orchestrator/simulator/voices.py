@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,25 +28,20 @@ KV_BYTES_PER_TOKEN = 23045  # seed 000: 19.55 GB of MLA KV for 910897 tokens
 GIB = float(1 << 30)
 
 
+@dataclass(eq=False, repr=False)  # compares and prints as an exception does
 class Failure(Exception):
     """The rank dies. `exc_lines` end its traceback; `lines` are printed instead of a traceback
     (a C++ abort such as the NCCL watchdog)."""
 
-    def __init__(
-        self,
-        exc_lines: list[str],
-        *,
-        code: int = 1,
-        sig: str | None = None,
-        lines: list[str] | None = None,
-        where: str = "worker",
-    ) -> None:
-        self.exc_lines = exc_lines
-        self.code = code
-        self.sig = sig
-        self.lines = lines
-        self.where = where
-        super().__init__((exc_lines or lines or ["failure"])[-1])
+    exc_lines: list[str]
+    _: KW_ONLY
+    code: int = 1
+    sig: str | None = None
+    lines: list[str] | None = None
+    where: str = "worker"
+
+    def __post_init__(self) -> None:
+        super().__init__((self.exc_lines or self.lines or ["failure"])[-1])
 
 
 class Out:

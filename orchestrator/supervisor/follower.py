@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import structlog
 
@@ -79,27 +80,25 @@ class _Cursor:
         return new
 
 
+@dataclass(eq=False)
 class Follower:
-    def __init__(
-        self,
-        runtime: Runtime,
-        spec: RankSpec,
-        rank_dir: Path,
-        on_lines: OnLines,
-        on_trouble: OnTrouble | None = None,
-    ) -> None:
-        self.runtime = runtime
-        self.spec = spec
-        self.dir = rank_dir
-        self.on_lines = on_lines
-        self.on_trouble = on_trouble
+    runtime: Runtime
+    spec: RankSpec
+    dir: Path  # the rank's folder in the run directory
+    on_lines: OnLines
+    on_trouble: OnTrouble | None = None
+    cursors: dict[str, _Cursor] = field(init=False)
+    reconnects: int = field(default=0, init=False)
+    repaired_bytes: int = field(default=0, init=False)
+    # Printed after following stopped, added at reconciliation:
+    tail_bytes: int = field(default=0, init=False)
+    _files: dict[str, BinaryIO] = field(init=False)
+
+    def __post_init__(self) -> None:
         self.cursors = {s: _Cursor() for s in STREAMS}
-        self.reconnects = 0
-        self.repaired_bytes = 0
-        self.tail_bytes = 0  # printed after following stopped, added at reconciliation
         # Unbuffered: a line is on disk the moment it is accepted, so a controller killed mid-boot
         # loses nothing it had received (and status/postmortem see it at once).
-        self._files = {s: (rank_dir / f"{s}.log").open("ab", buffering=0) for s in STREAMS}
+        self._files = {s: (self.dir / f"{s}.log").open("ab", buffering=0) for s in STREAMS}
         self._resume_from_disk()
 
     def _resume_from_disk(self) -> None:

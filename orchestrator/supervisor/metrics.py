@@ -15,13 +15,16 @@ selects the ranks that load now.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from pydantic import ValidationError
 
-from orchestrator.models.events import Record, Smoke, Step, VerdictRecord
+from orchestrator.models.events import RECORD, Record, Smoke, Step, VerdictRecord
 from orchestrator.models.run import Outcome, RankPhase
 from orchestrator.runstore import Run, atomic_write_text
 from orchestrator.supervisor.view import BootView
@@ -98,42 +101,31 @@ class _Families:
         from prometheus_client.metrics_core import GaugeMetricFamily
 
         v, run = self.view, self.view.run_id
-        info = GaugeMetricFamily(
-            "cluster_run_info",
-            "The run: recipe and where it is now",
-            labels=["run", "recipe", "phase"],
-        )
+
+        def gauge(name: str, doc: str, *labels: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, labels=["run", *labels])
+
+        info = gauge("cluster_run_info", "The run: recipe and where it is now", "recipe", "phase")
         info.add_metric([run, v.recipe, _phase_word(v.phase)], 1)
         yield info
-        outcome = GaugeMetricFamily(
-            "cluster_run_outcome",
-            "1 for how the boot ended (all 0 while it boots)",
-            labels=["run", "outcome"],
+        outcome = gauge(
+            "cluster_run_outcome", "1 for how the boot ended (all 0 while it boots)", "outcome"
         )
         for o in Outcome:
             outcome.add_metric([run, o.value], 1 if v.outcome == o.value else 0)
         yield outcome
-        phases = GaugeMetricFamily(
-            "cluster_run_phase_seconds",
-            "Seconds the run spent in each phase",
-            labels=["run", "phase"],
-        )
+        phases = gauge("cluster_run_phase_seconds", "Seconds the run spent in each phase", "phase")
         for name, seconds in self.phases.items():
             phases.add_metric([run, name], seconds)
         yield phases
-        updated = GaugeMetricFamily(
+        updated = gauge(
             "cluster_run_updated_timestamp_seconds",
             "When this view was made (a supervisor refreshes it every second)",
-            labels=["run"],
         )
         updated.add_metric([run], v.updated)
         yield updated
         if v.head_latency_s is not None:
-            head = GaugeMetricFamily(
-                "cluster_run_head_latency_seconds",
-                "The head's readiness answer time",
-                labels=["run"],
-            )
+            head = gauge("cluster_run_head_latency_seconds", "The head's readiness answer time")
             head.add_metric([run], v.head_latency_s)
             yield head
 
@@ -239,17 +231,53 @@ def render(view: BootView, phases: Mapping[str, float], bench: BenchReport | Non
     return generate_latest(_Families(view, phases, bench)).decode()
 
 
-def run_metrics(run: Run, view: BootView) -> str:
-    """The text for `run` now: its view, its phases from events.jsonl, its last bench."""
+class PhaseRecords:
+    """The records `phase_seconds` reads, kept from events.jsonl as it grows: each call parses
+    only the bytes appended since the last one (a supervisor ticks every second for hours, and
+    re-reading the whole file each tick grew with the run). A torn last line (a write under
+    way, or a crash mid-write) is left for the next call, which reads again from its start; a
+    line no record of this version describes (a newer version's kind) is skipped, as
+    `Run.events` skips it. A file shorter than what was read (replaced) is read afresh."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0  # bytes read up to the end of the last whole line
+        self.parsed = 0  # lines parsed so far (what the incremental read saves, counted)
+        self.records: list[Record] = []
+
+    def read(self) -> list[Record]:
+        try:
+            with self.path.open("rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self.offset:
+                    self.offset, self.records = 0, []
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return self.records
+        whole = data.rfind(b"\n") + 1  # 0 when no line is complete yet
+        for line in data[:whole].splitlines():
+            self.parsed += 1
+            with contextlib.suppress(ValidationError):
+                record = RECORD.validate_json(line)
+                if isinstance(record, Step | VerdictRecord | Smoke):
+                    self.records.append(record)
+        self.offset += whole
+        return self.records
+
+
+def run_metrics(run: Run, view: BootView, records: PhaseRecords | None = None) -> str:
+    """The text for `run` now: its view, its phases from events.jsonl, its last bench.
+    `records`: the supervisor's incremental reader of events.jsonl; without it, read whole."""
     from orchestrator.serving_bench.runs import load_report_if_any
 
-    return render(view, phase_seconds(run.events(), view.updated), load_report_if_any(run))
+    events = records.read() if records is not None else run.events()
+    return render(view, phase_seconds(events, view.updated), load_report_if_any(run))
 
 
-def write_metrics(run: Run, view: BootView) -> None:
+def write_metrics(run: Run, view: BootView, records: PhaseRecords | None = None) -> None:
     """Rewrite metrics.prom atomically. A failure is logged, never raised: metrics must not
-    end a boot."""
+    end a boot. `records` as for `run_metrics`."""
     try:
-        atomic_write_text(run.dir / METRICS_FILE, run_metrics(run, view))
+        atomic_write_text(run.dir / METRICS_FILE, run_metrics(run, view, records))
     except (OSError, ValueError) as exc:
         log.warning("metrics.prom not written", error=f"{type(exc).__name__}: {exc}")

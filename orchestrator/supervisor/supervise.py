@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 import structlog
 
@@ -35,7 +35,7 @@ from orchestrator.runstore import Run
 from orchestrator.runtime.base import ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.follower import Follower
-from orchestrator.supervisor.metrics import write_metrics
+from orchestrator.supervisor.metrics import PhaseRecords, write_metrics
 from orchestrator.supervisor.state import BootState, initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
@@ -54,37 +54,37 @@ class SuperviseConfig:
     drain_s: float = 3.0  # after a verdict, keep following this long so last lines land
 
 
+@dataclass(eq=False)
 class Supervisor:
-    def __init__(
-        self,
-        run: Run,
-        specs: list[RankSpec],
-        runtime: Runtime,
-        cfg: SuperviseConfig,
-        *,
-        recipe: str,
-        on_view: Callable[[BootView], None] | None = None,
-        clock: Callable[[], float] = time.time,
-        resume_state: BootState | None = None,
-    ) -> None:
-        self.run_dir = run
-        self.specs = specs
-        self.runtime = runtime
-        self.cfg = cfg
-        self.recipe = recipe
-        self.on_view = on_view
-        self.clock = clock
-        # A resumed supervisor starts from what the preserved logs already say.
-        self.state: BootState = resume_state or initial_state([s.node.name for s in specs])
-        self.warned: set[tuple[str, int | None]] = set()
-        self.warnings: list[Finding] = []
-        self.container_states: dict[int, str] = {}
-        self.stop = asyncio.Event()
+    run_dir: Run
+    specs: list[RankSpec]
+    runtime: Runtime
+    cfg: SuperviseConfig
+    _: KW_ONLY
+    recipe: str
+    on_view: Callable[[BootView], None] | None = None
+    clock: Callable[[], float] = time.time
+    # A resumed supervisor starts from what the preserved logs already say.
+    resume_state: InitVar[BootState | None] = None
+    state: BootState = field(init=False)
+    warned: set[tuple[str, int | None]] = field(default_factory=set, init=False)
+    warnings: list[Finding] = field(default_factory=list, init=False)
+    container_states: dict[int, str] = field(default_factory=dict, init=False)
+    stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    followers: list[Follower] = field(init=False)
+    started: float = field(init=False)
+    phase_records: PhaseRecords = field(init=False)  # events.jsonl, read as it grows
+
+    def __post_init__(self, resume_state: BootState | None) -> None:
+        self.state = resume_state or initial_state([s.node.name for s in self.specs])
         self.followers = [
-            Follower(runtime, s, run.rank_dir(s.rank), self._on_lines, self._on_trouble)
-            for s in specs
+            Follower(
+                self.runtime, s, self.run_dir.rank_dir(s.rank), self._on_lines, self._on_trouble
+            )
+            for s in self.specs
         ]
-        self.started = clock()
+        self.started = self.clock()
+        self.phase_records = PhaseRecords(self.run_dir.events_path)
 
     # -- event intake -----------------------------------------------------------------------
 
@@ -172,7 +172,9 @@ class Supervisor:
     def _publish(self, phase: RunPhase, verdict: Finding | None = None) -> None:
         v = self.view(phase, verdict)
         self.run_dir.write_status(v)
-        write_metrics(self.run_dir, v)  # metrics.prom, for node_exporter's textfile collector
+        write_metrics(
+            self.run_dir, v, self.phase_records
+        )  # metrics.prom, for node_exporter's textfile collector
         if self.on_view:
             self.on_view(v)
 

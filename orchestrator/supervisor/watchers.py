@@ -70,6 +70,47 @@ def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / GiB:.1f} GiB"
 
 
+def _names(ranks: list[RankState]) -> str:
+    return ", ".join(f"rank {r.rank} ({r.node})" for r in ranks)
+
+
+def _warning(watcher: str, rank: int, *, message: str, advice: str) -> Finding:
+    """A warning: the boot goes on; the supervisor records it once."""
+    return Finding(watcher=watcher, severity="warning", rank=rank, message=message, advice=advice)
+
+
+def _late_warning(
+    watcher: str, r: RankState, late: float, misses: str, detail: str, *, advice: str
+) -> Finding:
+    """Rank `r` is predicted to finish loading `late` s after a deadline (inf: it reads nothing,
+    so no wider window helps and `advice` does not apply)."""
+    late_s = "never at its current rate" if math.isinf(late) else f"by ~{late:.0f} s"
+    return _warning(
+        watcher,
+        r.rank,
+        message=f"rank {r.rank} ({r.node}) will {misses} {late_s}{detail}",
+        advice=advice
+        if math.isfinite(late)
+        else "the rank reads nothing: check its node's disk or NFS mount, or stop now",
+    )
+
+
+def _verdict(
+    watcher: str, rank: int | None, outcome: Outcome, *, message: str, advice: str
+) -> list[Finding]:
+    """A verdict: the boot ends with `outcome`; `rank` is the one it names first."""
+    return [
+        Finding(
+            watcher=watcher,
+            severity="verdict",
+            rank=rank,
+            outcome=outcome,
+            message=message,
+            advice=advice,
+        )
+    ]
+
+
 def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | None:
     """When this rank's weights will be in, from its measured read rate; None if unknown."""
     if r.phase.finished_loading:
@@ -119,25 +160,22 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             return []
         if failed and not stragglers:
             return _barrier_broken_by_network(s, failed)
-        names = ", ".join(f"rank {r.rank} ({r.node})" for r in stragglers) or "unknown"
+        names = _names(stragglers) or "unknown"
         first = stragglers[0].rank if stragglers else None
-        return [
-            Finding(
-                watcher="barrier",
-                severity="verdict",
-                rank=first,
-                outcome=Outcome.BARRIER_TIMEOUT,
-                message=(
-                    f"post-load barrier missed: {names} had not finished loading when the "
-                    f"{cfg.barrier_window_s:.0f} s window closed; the other ranks' ValueError is "
-                    "the consequence"
-                ),
-                advice=(
-                    f"find why {names} loads slowly (disk, NFS, page cache), or raise the window "
-                    f"({cfg.barrier_env} in the recipe's env and timeouts.barrier)"
-                ),
-            )
-        ]
+        return _verdict(
+            "barrier",
+            first,
+            Outcome.BARRIER_TIMEOUT,
+            message=(
+                f"post-load barrier missed: {names} had not finished loading when the "
+                f"{cfg.barrier_window_s:.0f} s window closed; the other ranks' ValueError is "
+                "the consequence"
+            ),
+            advice=(
+                f"find why {names} loads slowly (disk, NFS, page cache), or raise the window "
+                f"({cfg.barrier_env} in the recipe's env and timeouts.barrier)"
+            ),
+        )
     if not unfinished or not live:
         return []
     finishes = {r.rank: _predicted_finish(r, now, cfg) for r in s.ranks}
@@ -159,23 +197,18 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             continue
         rate = f"{(r.read_rate or 0) / MB:.1f} MB/s"
         left = max((cfg.expected_bytes_per_rank or 0) - r.bytes_read, 0)
-        late_s = "never at its current rate" if math.isinf(late) else f"by ~{late:.0f} s"
         findings.append(
-            Finding(
-                watcher="barrier",
-                severity="warning",
-                rank=r.rank,
-                message=(
-                    f"rank {r.rank} ({r.node}) will miss the post-load barrier {late_s}: "
-                    f"{_gib(left)} left at {rate}; the window closes "
-                    f"{max(deadline - now, 0):.0f} s from now"
-                ),
+            _late_warning(
+                "barrier",
+                r,
+                late,
+                "miss the post-load barrier",
+                f": {_gib(left)} left at {rate}; the window closes "
+                f"{max(deadline - now, 0):.0f} s from now",
                 advice=(
                     f"raise {cfg.barrier_env} (and timeouts.barrier) above "
                     f"~{(t - opens) * 1.2:.0f} s if this rate is expected, or stop now "
                     "(`cluster stop`) and fix the node's reads rather than burn the window"
-                    if math.isfinite(t)
-                    else "the rank reads nothing: check its node's disk or NFS mount, or stop now"
                 ),
             )
         )
@@ -199,22 +232,16 @@ def watch_vllm_ready(s: BootState, now: float, cfg: WatchConfig) -> list[Finding
         t = _predicted_finish(r, now, cfg)
         if t is None or t - deadline <= cfg.miss_margin * cfg.vllm_ready_timeout_s:
             continue
-        late_s = "never at its current rate" if math.isinf(t) else f"by ~{t - deadline:.0f} s"
         findings.append(
-            Finding(
-                watcher="vllm-ready",
-                severity="warning",
-                rank=r.rank,
-                message=(
-                    f"rank {r.rank} ({r.node}) will finish loading after vLLM's engine-ready "
-                    f"deadline {late_s} ({cfg.vllm_ready_env}={cfg.vllm_ready_timeout_s:.0f} s "
-                    "from rank 0's start)"
-                ),
+            _late_warning(
+                "vllm-ready",
+                r,
+                t - deadline,
+                "finish loading after vLLM's engine-ready deadline",
+                f" ({cfg.vllm_ready_env}={cfg.vllm_ready_timeout_s:.0f} s from rank 0's start)",
                 advice=(
                     f"raise {cfg.vllm_ready_env} in the recipe's env above "
                     f"~{(t - head.started_at) * 1.2:.0f} s if this rate is expected"
-                    if math.isfinite(t)
-                    else "the rank reads nothing: check its node's disk or NFS mount, or stop now"
                 ),
             )
         )
@@ -242,30 +269,27 @@ def watch_rendezvous(s: BootState, now: float, cfg: WatchConfig) -> list[Finding
     if not any(r.phase is RankPhase.initializing for r in s.ranks):
         return []  # nobody waits at the rendezvous: the exits and loss watchers speak
     missing = [r for r in s.ranks if r.phase in _NOT_JOINED] or list(s.ranks)
-    names = ", ".join(f"rank {r.rank} ({r.node})" for r in missing)
+    names = _names(missing)
     last = "; ".join(
         f"rank {r.rank} last printed: {r.last_lines[-1]!r}"
         if r.last_lines
         else f"rank {r.rank} printed nothing"
         for r in missing[:4]
     )
-    return [
-        Finding(
-            watcher="rendezvous",
-            severity="verdict",
-            rank=missing[0].rank,
-            outcome=Outcome.RENDEZVOUS_STALLED,
-            message=(
-                f"{names} had not joined the group {cfg.rendezvous_s:.0f} s after the first rank "
-                f"started (torch's store would wait ~30 min); {last}"
-            ),
-            advice=(
-                "check that the missing ranks' containers started and reach the head's "
-                "rendezvous port over the fabric (`cluster preflight`: rendezvous-tcp), and their "
-                "NCCL/Gloo interface; raise timeouts.rendezvous only if starts are known to be slow"
-            ),
-        )
-    ]
+    return _verdict(
+        "rendezvous",
+        missing[0].rank,
+        Outcome.RENDEZVOUS_STALLED,
+        message=(
+            f"{names} had not joined the group {cfg.rendezvous_s:.0f} s after the first rank "
+            f"started (torch's store would wait ~30 min); {last}"
+        ),
+        advice=(
+            "check that the missing ranks' containers started and reach the head's "
+            "rendezvous port over the fabric (`cluster preflight`: rendezvous-tcp), and their "
+            "NCCL/Gloo interface; raise timeouts.rendezvous only if starts are known to be slow"
+        ),
+    )
 
 
 def _barrier_broken_by_network(s: BootState, failed: list[RankState]) -> list[Finding]:
@@ -281,28 +305,25 @@ def _barrier_broken_by_network(s: BootState, failed: list[RankState]) -> list[Fi
     raised = ", ".join(str(r.rank) for r in failed)
     if not blamed:
         return []  # every rank raised: no one to name here (the exits say the rest)
-    names = ", ".join(f"rank {r.rank} ({r.node})" for r in blamed)
+    names = _names(blamed)
     how = (
         "became unreachable"
         if lost
         else "did not report the barrier failure (its link to the others went down, or it hung)"
     )
-    return [
-        Finding(
-            watcher="barrier",
-            severity="verdict",
-            rank=blamed[0].rank,
-            outcome=Outcome.NODE_LOST,
-            message=(
-                f"{names} {how} after loading, while the others waited at the post-load "
-                f"barrier; their ValueError (ranks {raised}) is the consequence"
-            ),
-            advice=(
-                f"check {names}: the node, its fabric link and interface (carrier, address), "
-                "and the route between the nodes; a wider barrier window would not help"
-            ),
-        )
-    ]
+    return _verdict(
+        "barrier",
+        blamed[0].rank,
+        Outcome.NODE_LOST,
+        message=(
+            f"{names} {how} after loading, while the others waited at the post-load "
+            f"barrier; their ValueError (ranks {raised}) is the consequence"
+        ),
+        advice=(
+            f"check {names}: the node, its fabric link and interface (carrier, address), "
+            "and the route between the nodes; a wider barrier window would not help"
+        ),
+    )
 
 
 def watch_page_cache(s: BootState, cfg: WatchConfig) -> list[Finding]:
@@ -314,10 +335,9 @@ def watch_page_cache(s: BootState, cfg: WatchConfig) -> list[Finding]:
         starved = r.mem_free is not None and r.mem_free < cfg.mem_free_floor
         if starved and r.cached is not None and r.cached > cfg.mem_free_floor:
             findings.append(
-                Finding(
-                    watcher="page-cache",
-                    severity="warning",
-                    rank=r.rank,
+                _warning(
+                    "page-cache",
+                    r.rank,
                     message=(
                         f"rank {r.rank} ({r.node}): MemFree {_gib(r.mem_free)} is under the "
                         f"{_gib(cfg.mem_free_floor)} floor while Cached is {_gib(r.cached)} "
@@ -339,10 +359,9 @@ def watch_page_cache(s: BootState, cfg: WatchConfig) -> list[Finding]:
             and r.read_rate < 0.2 * r.peak_rate
         ):
             findings.append(
-                Finding(
-                    watcher="page-cache",
-                    severity="warning",
-                    rank=r.rank,
+                _warning(
+                    "page-cache",
+                    r.rank,
                     message=(
                         f"rank {r.rank} ({r.node}): read rate collapsed to "
                         f"{r.read_rate / MB:.1f} MB/s from a peak of {r.peak_rate / MB:.1f} MB/s"
@@ -363,19 +382,16 @@ def watch_exits(s: BootState) -> list[Finding]:
         return []
     r = exited[0]
     why = "OOMKilled" if r.oom_killed else f"exit code {r.exit_code}"
-    return [
-        Finding(
-            watcher="exits",
-            severity="verdict",
-            rank=r.rank,
-            outcome=Outcome.RANK_EXITED,
-            message=(
-                f"rank {r.rank} ({r.node}) exited ({why}) while "
-                f"{(r.phase_at_exit or r.phase).value}: {r.last_line[:200]}"
-            ),
-            advice="see the postmortem below and the rank's log in the run directory",
-        )
-    ]
+    return _verdict(
+        "exits",
+        r.rank,
+        Outcome.RANK_EXITED,
+        message=(
+            f"rank {r.rank} ({r.node}) exited ({why}) while "
+            f"{(r.phase_at_exit or r.phase).value}: {r.last_line[:200]}"
+        ),
+        advice="see the postmortem below and the rank's log in the run directory",
+    )
 
 
 def _silent_since(r: RankState) -> float | None:
@@ -396,19 +412,16 @@ def watch_loss(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     if not lost:
         return []
     r = min(lost, key=lambda x: _silent_since(x) or 0)
-    return [
-        Finding(
-            watcher="loss",
-            severity="verdict",
-            rank=r.rank,
-            outcome=Outcome.NODE_LOST,
-            message=(
-                f"node {r.node} (rank {r.rank}) unreachable for "
-                f"{now - (_silent_since(r) or now):.0f} s: {r.lost_reason}"
-            ),
-            advice="check the node's management link and sshd; its log up to the loss is kept",
-        )
-    ]
+    return _verdict(
+        "loss",
+        r.rank,
+        Outcome.NODE_LOST,
+        message=(
+            f"node {r.node} (rank {r.rank}) unreachable for "
+            f"{now - (_silent_since(r) or now):.0f} s: {r.lost_reason}"
+        ),
+        advice="check the node's management link and sshd; its log up to the loss is kept",
+    )
 
 
 def watch_stalls(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
@@ -421,10 +434,9 @@ def watch_stalls(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
             continue
         if r.progress_at is not None and now - r.progress_at >= cfg.stall_s:
             findings.append(
-                Finding(
-                    watcher="stall",
-                    severity="warning",
-                    rank=r.rank,
+                _warning(
+                    "stall",
+                    r.rank,
                     message=(
                         f"rank {r.rank} ({r.node}) has shown no progress for "
                         f"{now - r.progress_at:.0f} s while {len(moving)} other ranks progress"

@@ -11,7 +11,7 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.cli.main import main
-from orchestrator.models.events import Record, Smoke, Step, VerdictRecord
+from orchestrator.models.events import FollowInterrupted, Record, Smoke, Step, VerdictRecord
 from orchestrator.models.run import (
     Finding,
     NodeLost,
@@ -22,7 +22,13 @@ from orchestrator.models.run import (
 )
 from orchestrator.serving_bench.model import BenchConfig, BenchReport, SmokeResult
 from orchestrator.serving_bench.stats import RequestResult, level_result
-from orchestrator.supervisor.metrics import METRICS_FILE, phase_seconds, render, write_metrics
+from orchestrator.supervisor.metrics import (
+    METRICS_FILE,
+    PhaseRecords,
+    phase_seconds,
+    render,
+    write_metrics,
+)
 from orchestrator.supervisor.state import initial_state, reduce, reduce_lines
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig
@@ -226,3 +232,36 @@ def test_after_a_bench_metrics_prom_carries_its_results(tmp_path, capsys):
     assert {s.labels["concurrency"] for s in found["cluster_bench_requests"]} == {"1", "2"}
     assert one(found, "cluster_bench_smoke_ok") == 1
     assert len(found["cluster_rank_bytes_read_total"]) == 3  # the last supervised view's ranks
+
+
+def test_phase_records_parse_only_the_bytes_appended_since_the_last_tick(tmp_path):
+    run = make_run(tmp_path, None)
+    t0 = 1_800_000_000.0
+    tail = PhaseRecords(run.events_path)
+    for step in ("run", "preflight"):
+        run.append_event(Step(ts=t0, step=step))
+    run.append_event(FollowInterrupted(ts=t0, rank=0, reason="ssh: connection lost"))
+    before = run.events_path.stat().st_size
+    assert [r.step for r in tail.read() if isinstance(r, Step)] == ["run", "preflight"]
+    assert tail.parsed == 3 and tail.offset == before
+    # The next tick: two records more, a newer version's kind, and a line torn mid-write.
+    run.append_event(Step(ts=t0 + 10, step="start"))
+    run.append_event(Step(ts=t0 + 20, step="supervise"))
+    with run.events_path.open("a") as fh:
+        fh.write('{"kind":"from_the_future","ts":1}\n{"kind":"step","ts":1800000030.0,"st')
+    assert [r.step for r in tail.read() if isinstance(r, Step)] == [
+        "run",
+        "preflight",
+        "start",
+        "supervise",
+    ]
+    assert tail.parsed == 3 + 3  # the old lines were not parsed again; the torn one not yet
+    # The write completes: the torn line is read again from its start, and only it.
+    with run.events_path.open("a") as fh:
+        fh.write('ep":"smoke"}\n')
+    assert [r.step for r in tail.read() if isinstance(r, Step)][-1] == "smoke"
+    assert tail.parsed == 7
+    assert phase_seconds(tail.read(), now=t0 + 40) == phase_seconds(run.events(), now=t0 + 40)
+    # A replaced (shorter) file is read afresh.
+    run.events_path.write_text(Step(ts=t0, step="run").model_dump_json() + "\n")
+    assert [r.step for r in tail.read() if isinstance(r, Step)] == ["run"]
