@@ -19,6 +19,7 @@ from rich.text import Text
 from orchestrator.boot import BootOptions, BootResult, boot
 from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, open_inventory
+from orchestrator.cli.options import WideOpt
 from orchestrator.cli.output import (
     console,
     err_console,
@@ -159,9 +160,7 @@ def boot_cmd(
         bool,
         typer.Option("--detach", help="supervise in the background; follow with `cluster status`"),
     ] = False,
-    wide: Annotated[
-        bool, typer.Option("--wide", help="every column of the table, however wide")
-    ] = False,
+    wide: WideOpt = False,
     smoke: Annotated[
         bool,
         typer.Option(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ from rich.progress import TaskID
 from rich.table import Table
 
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.options import ConnectOpt, StallOpt
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.errors import ConfigError
@@ -57,9 +59,6 @@ ReadyOpt = Annotated[
 DigestOpt = Annotated[
     str | None,
     typer.Option("--digest", help="expected digest sha256:<64 hex> (config or manifest)"),
-]
-ConnectOpt = Annotated[
-    float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake per node")
 ]
 
 
@@ -237,10 +236,7 @@ def push(
         int, typer.Option("--streams", min=1, help="parallel streams of a fan-out")
     ] = 4,
     connect_timeout: ConnectOpt = 10.0,
-    stall_timeout: Annotated[
-        float,
-        typer.Option("--stall-timeout", help="seconds without an answer before a hop is dead"),
-    ] = 15.0,
+    stall_timeout: StallOpt = 15.0,
     ready_timeout: ReadyOpt = DEFAULT_WINDOW_S,
     no_probe: Annotated[
         bool, typer.Option("--no-probe", help="skip the exec-readiness probe after loading")
@@ -324,16 +320,21 @@ def probe(
 ) -> None:
     """Does every node hold IMAGE, and can it start a container from it right now?"""
     inv = open_inventory(inventory, quiet=json_out)
-    if json_out:
-        report = asyncio.run(
+
+    def run(on_result: Callable[[ExecReadiness], None] | None = None) -> ProbeReport:
+        return asyncio.run(
             probe_image(
                 inv,
                 image,
                 expected_digest=digest,
                 window_s=ready_timeout,
                 connect_timeout_s=connect_timeout,
+                on_result=on_result,
             )
         )
+
+    if json_out:
+        report = run()
         print_json(report)
     else:
 
@@ -341,15 +342,6 @@ def probe(
             err_console.print(plain(f"  {r.node}: {r.summary()}"), soft_wrap=True)
 
         with err_console.status(f"probing {image} on {len(inv.nodes)} nodes"):
-            report = asyncio.run(
-                probe_image(
-                    inv,
-                    image,
-                    expected_digest=digest,
-                    window_s=ready_timeout,
-                    connect_timeout_s=connect_timeout,
-                    on_result=seen,
-                )
-            )
+            report = run(seen)
         console.print(render_probe(report))
     report.raise_for_failures()

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from orchestrator.cli.complete import complete_run
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.options import WideOpt
 from orchestrator.cli.output import (
     console,
     err_console,
@@ -57,9 +58,7 @@ def status(
         float,
         typer.Option("--interval", help="seconds between refreshes (at least 0.2)", min=0.2),
     ] = 2.0,
-    wide: Annotated[
-        bool, typer.Option("--wide", help="every column of the table, however wide")
-    ] = False,
+    wide: WideOpt = False,
     output: Annotated[
         StatusFormat,
         typer.Option(

@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from orchestrator.cli.complete import complete_recipe
+from orchestrator.cli.options import RecipeArg
 from orchestrator.cli.output import console, print_json
 from orchestrator.models.recipe import Recipe
 from orchestrator.recipes import find_recipe, list_recipes, load_recipe
@@ -37,12 +37,7 @@ def list_cmd(as_json: JsonFlag = False) -> None:
 
 @app.command("show")
 def show_cmd(
-    name: Annotated[
-        str,
-        typer.Argument(
-            help="a built-in recipe's name, or a path to a .yaml", autocompletion=complete_recipe
-        ),
-    ],
+    name: RecipeArg,
     as_json: JsonFlag = False,
 ) -> None:
     """The recipe as the orchestrator sees it: every key, defaults filled in."""

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.complete import complete_recipe
+from orchestrator.cli.options import RecipeArg
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import BootFailed, ConfigError
 from orchestrator.recipes import resolve_recipe
@@ -99,12 +99,7 @@ def make_weights_cmd(
 
 @app.command("twin")
 def twin_cmd(
-    name: Annotated[
-        str,
-        typer.Argument(
-            help="a built-in recipe's name, or a path to a .yaml", autocompletion=complete_recipe
-        ),
-    ],
+    name: RecipeArg,
     scale: ScaleOpt = "default",
     python: Annotated[str, typer.Option("--python", help="the twin's Python")] = "python3",
     image: Annotated[str, typer.Option("--image", help="the test image")] = DEFAULT_TEST_IMAGE,
@@ -131,12 +126,7 @@ def twin_cmd(
 
 @app.command("run")
 def run_cmd(
-    name: Annotated[
-        str,
-        typer.Argument(
-            help="a built-in recipe's name, or a path to a .yaml", autocompletion=complete_recipe
-        ),
-    ],
+    name: RecipeArg,
     weights: Annotated[Path, typer.Option("--weights", help="weights from `sim make-weights`")],
     scale: ScaleOpt = "test",
     logs: Annotated[

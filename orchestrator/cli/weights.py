@@ -12,6 +12,7 @@ from rich.table import Table
 
 from orchestrator.cli.complete import complete_recipe
 from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.options import ConnectOpt, StallOpt
 from orchestrator.cli.output import console, err_console, plain, print_json
 from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.errors import ConfigError, UnhealthyCluster
@@ -51,9 +52,6 @@ RecipeOpt = Annotated[
         help="recipe name or file: its model.host_dir and flags",
         autocompletion=complete_recipe,
     ),
-]
-ConnectOpt = Annotated[
-    float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake per node")
 ]
 
 
@@ -140,10 +138,7 @@ def push(
         float, typer.Option("--headroom-gib", help="free space kept beyond what is written")
     ] = 1.0,
     connect_timeout: ConnectOpt = 10.0,
-    stall_timeout: Annotated[
-        float,
-        typer.Option("--stall-timeout", help="seconds without an answer before a hop is dead"),
-    ] = 15.0,
+    stall_timeout: StallOpt = 15.0,
 ) -> None:
     """Copy MODEL_DIR to every node's own disk: one read of the source, node to node; only
     what a node lacks (by sha256) is sent; every file verified before it takes its name."""

@@ -72,6 +72,29 @@ def plan_push(
             hint="Sparks are linux/arm64: pull or build that variant (`docker pull --platform "
             f"linux/arm64 {reference}`); nothing was sent",
         )
+    skipped, targets, unreachable = _sort_nodes(source, states)
+    by_name = {s.node: s for s in states}
+    lacking_zstd = [t for t in targets if not _has_zstd(by_name[t])]
+    compression, reason = decide_compression(
+        compress, source_has_zstd=source.has_zstd, nodes_without_zstd=lacking_zstd
+    )
+    return PushPlan(
+        reference=reference,
+        source=source,
+        skipped=skipped,
+        targets=targets,
+        unreachable=unreachable,
+        compression=compression,
+        compression_reason=reason,
+        stores={s.node: s.store.kind.value for s in states if s.store is not None},
+    )
+
+
+def _sort_nodes(
+    source: SourceImage, states: Sequence[NodeState]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Problem, ...]]:
+    """Who is skipped (the source node, and those that hold the same image), who needs the
+    image (in rank order), and who could not be asked."""
     skipped: list[str] = []
     targets: list[str] = []
     unreachable: list[Problem] = []
@@ -84,21 +107,7 @@ def plan_push(
             skipped.append(s.node)
         else:
             targets.append(s.node)
-    by_name = {s.node: s for s in states}
-    lacking_zstd = [t for t in targets if not _has_zstd(by_name[t])]
-    compression, reason = decide_compression(
-        compress, source_has_zstd=source.has_zstd, nodes_without_zstd=lacking_zstd
-    )
-    return PushPlan(
-        reference=reference,
-        source=source,
-        skipped=tuple(skipped),
-        targets=tuple(targets),
-        unreachable=tuple(unreachable),
-        compression=compression,
-        compression_reason=reason,
-        stores={s.node: s.store.kind.value for s in states if s.store is not None},
-    )
+    return tuple(skipped), tuple(targets), tuple(unreachable)
 
 
 def _has_zstd(state: NodeState) -> bool:

@@ -9,7 +9,7 @@ import errno
 import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from orchestrator.images.context import _Ctx
@@ -32,6 +32,16 @@ class _Progress:
     def moved(self) -> None:
         self.last_move = time.monotonic()
 
+    def count_raw(self, n: int) -> None:
+        """Raw bytes read off the source into zstd (the wire counts what comes out of it)."""
+        self.raw += n
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
 
 @dataclass
 class _Stream:
@@ -42,9 +52,7 @@ class _Stream:
     head: bytes = b""  # bytes already read off `fd` (the compression sample), sent first
 
     def kill(self) -> None:
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
+        _kill(self.proc)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -77,6 +85,30 @@ async def _start_zstd() -> tuple[asyncio.subprocess.Process, int, int]:
     return proc, in_w, out_r
 
 
+async def _open_stream(start: Callable[[int], Awaitable[asyncio.subprocess.Process]]) -> _Stream:
+    """A source stream: `start(fd)` launches what writes the raw bytes to `fd` (the write end of
+    a pipe we own); we keep the read end. Our copy of the write end is closed either way, so the
+    reader sees EOF when the writer exits."""
+    r, w = _os_pipe()
+    try:
+        proc = await start(w)
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return _Stream(fd=r, proc=proc)
+
+
+async def _spawn_stream(argv: list[str]) -> _Stream:
+    """A source stream from a process on the controller (its stderr kept for `_source_error`)."""
+    return await _open_stream(
+        lambda w: asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=w, stderr=asyncio.subprocess.PIPE
+        )
+    )
+
+
 def _move(src: int, dst: int, head: bytes, count: Callable[[int], None]) -> None:
     """Copy `head`, then everything from `src` to `dst` until EOF (blocking; run in a thread).
     `os.splice` moves pipe pages without copying them through Python where the OS has it."""
@@ -105,6 +137,17 @@ def _move(src: int, dst: int, head: bytes, count: Callable[[int], None]) -> None
         if n == 0:
             return
         count(n)
+
+
+def _feed_zstd(stream: _Stream, z_in: int, prog: _Progress) -> None:
+    """The source into zstd (blocking; run in a thread). zstd gone away is not this side's error:
+    whoever reads its output notices and says so."""
+    try:
+        _move(stream.fd, z_in, stream.head, prog.count_raw)
+    except OSError:
+        pass
+    finally:
+        os.close(z_in)
 
 
 async def _source_error(stream: _Stream, label: str) -> str | None:
@@ -155,14 +198,6 @@ async def _pump_direct(
             zproc, z_in, z_out = await _start_zstd()
             helpers.append(zproc)
 
-            def feed() -> None:
-                try:
-                    _move(stream.fd, z_in, stream.head, raw)
-                except OSError:
-                    pass
-                finally:
-                    os.close(z_in)
-
             def drain() -> None:
                 nonlocal broken
                 try:
@@ -170,13 +205,13 @@ async def _pump_direct(
                 except OSError:  # the first hop went away: stop the rest of the line
                     broken = True
                     stream.kill()
-                    if zproc.returncode is None:
-                        with contextlib.suppress(ProcessLookupError):
-                            zproc.kill()
+                    _kill(zproc)
                 finally:
                     os.close(z_out)
 
-            await asyncio.gather(asyncio.to_thread(feed), asyncio.to_thread(drain))
+            await asyncio.gather(
+                asyncio.to_thread(_feed_zstd, stream, z_in, prog), asyncio.to_thread(drain)
+            )
             await zproc.wait()
         else:
 
@@ -235,16 +270,6 @@ async def _pump_copy(
             zproc, z_in, z_out = await _start_zstd()
             helpers.append(zproc)
 
-            def feed() -> None:
-                try:
-                    _move(
-                        stream.fd, z_in, stream.head, lambda n: setattr(prog, "raw", prog.raw + n)
-                    )
-                except OSError:
-                    pass
-                finally:
-                    os.close(z_in)
-
             async def drain() -> None:
                 try:
                     while live and (chunk := await asyncio.to_thread(os.read, z_out, CHUNK)):
@@ -253,11 +278,9 @@ async def _pump_copy(
                     os.close(z_out)
                     if not live:
                         stream.kill()
-                        if zproc.returncode is None:
-                            with contextlib.suppress(ProcessLookupError):
-                                zproc.kill()
+                        _kill(zproc)
 
-            await asyncio.gather(asyncio.to_thread(feed), drain())
+            await asyncio.gather(asyncio.to_thread(_feed_zstd, stream, z_in, prog), drain())
             await zproc.wait()
         else:
             if stream.head:

@@ -7,13 +7,14 @@ import asyncio
 import itertools
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
+from orchestrator.facts import close_transports, open_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
-from orchestrator.images.context import _Ctx, chain_script
+from orchestrator.images.context import IMAGE_KIND, ChainKind, _Ctx, chain_script
 from orchestrator.images.known_hosts import chain_known_hosts
 from orchestrator.images.model import (
     Compression,
@@ -45,7 +46,7 @@ from orchestrator.probes.image import (
     image_inspect_probe,
     same_image,
 )
-from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.transport import ConnectOptions, Transport
 
 SAMPLE_BYTES = 16 << 20
 
@@ -68,12 +69,39 @@ async def push_image(
     emit: EventSink = on_event or (lambda _e: None)
     started = time.monotonic()
     copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
-    make = factory or (lambda n: transport_for(inventory, n, copts))
-    transports = {n.name: make(n) for n in inventory.nodes}
+    transports = open_transports(inventory, copts, factory)
     try:
         return await _push(inventory, reference, source, options, emit, started, transports)
     finally:
-        await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+        await close_transports(transports)
+
+
+def chain_ctx(
+    inventory: Inventory,
+    transports: dict[str, Transport],
+    options: PushOptions,
+    emit: EventSink,
+    started: float,
+    *,
+    reference: str = "",
+    kind: ChainKind = IMAGE_KIND,
+    opener: Callable[[_Ctx, Any], Awaitable[Any]] | None = None,
+) -> _Ctx:
+    """What one push's steps share: the chain script, a fresh tag for its temporary names on the
+    nodes, and the host keys its hops trust."""
+    return _Ctx(
+        inventory=inventory,
+        reference=reference,
+        options=options,
+        transports=transports,
+        emit=emit,
+        started=started,
+        script=chain_script(),
+        tag_base=secrets.token_hex(6),
+        known_hosts_text=chain_known_hosts(inventory),
+        kind=kind,
+        opener=opener,
+    )
 
 
 async def _push(
@@ -113,18 +141,7 @@ async def _push(
         rows[name].update(action=NodeAction.skipped, verified=True, note=note)
     for p in plan.unreachable:
         rows[p.node].update(action=NodeAction.failed, error=p.evidence)
-    known = chain_known_hosts(inventory)
-    ctx = _Ctx(
-        inventory=inventory,
-        reference=reference,
-        options=options,
-        transports=transports,
-        emit=emit,
-        started=started,
-        script=chain_script(),
-        tag_base=secrets.token_hex(6),
-        known_hosts_text=known,
-    )
+    ctx = chain_ctx(inventory, transports, options, emit, started, reference=reference)
     rounds: list[RoundReport] = []
     compression = plan.compression
     compression_reason = plan.compression_reason

@@ -3,13 +3,13 @@ retried through the lazy-unpack window, and who holds the image and can exec it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import ClusterError, ImageError
+from orchestrator.facts import close_transports, open_transports
 from orchestrator.fanout import settle_each
 from orchestrator.images.model import TransportFactory
 from orchestrator.images.nodes import gather_states
@@ -75,7 +75,7 @@ async def probe_exec_ready(
         return await settle_each(chosen, one, unexpected)
     finally:
         if own:
-            await asyncio.gather(*(t.close() for t in tmap.values()), return_exceptions=True)
+            await close_transports(tmap)
 
 
 class ProbeRow(BaseModel):
@@ -150,9 +150,9 @@ async def probe_image(
 ) -> ProbeReport:
     """`cluster image probe`: who holds the image (identity, store) and can exec it."""
     started = time.monotonic()
-    copts = ConnectOptions(connect_timeout_s=connect_timeout_s)
-    make = factory or (lambda n: transport_for(inventory, n, copts))
-    transports = {n.name: make(n) for n in inventory.nodes}
+    transports = open_transports(
+        inventory, ConnectOptions(connect_timeout_s=connect_timeout_s), factory
+    )
     try:
         states = await gather_states(
             inventory, reference, transports, timeout_s=max(10.0, connect_timeout_s * 2)
@@ -168,7 +168,7 @@ async def probe_image(
             on_result=on_result,
         )
     finally:
-        await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+        await close_transports(transports)
     by_node = {r.node: r for r in ready}
     rows = []
     for s in states:

@@ -13,7 +13,7 @@ from orchestrator.errors import ClusterError, ImageError
 from orchestrator.images.archive import read_archive
 from orchestrator.images.context import _Ctx
 from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
-from orchestrator.images.pump import CHUNK, _os_pipe, _Stream
+from orchestrator.images.pump import CHUNK, _open_stream, _spawn_stream, _Stream
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import identity_of, image_inspect_probe, image_store_probe
 from orchestrator.transport.local import LocalTransport
@@ -30,17 +30,21 @@ def _controller_node() -> Node:
     )
 
 
-async def _which(tool: str) -> bool:
+async def _local(argv: Sequence[str], data: bytes = b"") -> tuple[int | None, bytes]:
+    """A helper command on the controller, fed `data`: its exit status and stdout."""
     proc = await asyncio.create_subprocess_exec(
-        "sh",
-        "-c",
-        'command -v "$1" >/dev/null 2>&1',
-        "which",
-        tool,
-        stdout=asyncio.subprocess.DEVNULL,
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    return await proc.wait() == 0
+    out, _ = await proc.communicate(data)
+    return proc.returncode, out
+
+
+async def _which(tool: str) -> bool:
+    rc, _ = await _local(["sh", "-c", 'command -v "$1" >/dev/null 2>&1', "which", tool])
+    return rc == 0
 
 
 async def resolve_source(
@@ -127,11 +131,11 @@ async def resolve_source(
 async def _open_source(ctx: _Ctx, source: Source) -> _Stream:
     """Start what produces the raw stream: `cat` of the archive, the controller's `docker save`,
     or `docker save` on a node over SSH (a fan-out from a node source)."""
-    r, w = _os_pipe()
-    try:
-        if source.kind is SourceKind.node:
-            assert source.node is not None
-            node = ctx.node(source.node)
+    if source.kind is SourceKind.node:
+        assert source.node is not None
+        node = ctx.node(source.node)
+
+        async def save_on_node(w: int) -> asyncio.subprocess.Process:
             pipe = await open_pipe(
                 ctx.inventory,
                 node,
@@ -140,22 +144,12 @@ async def _open_source(ctx: _Ctx, source: Source) -> _Stream:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=w,
             )
-            proc = pipe.proc
-        else:
-            argv = (
-                ["cat", "--", str(source.path)]
-                if source.kind is SourceKind.tar
-                else list(DockerCli()("save", ctx.reference))
-            )
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=w, stderr=asyncio.subprocess.PIPE
-            )
-    except BaseException:
-        os.close(r)
-        raise
-    finally:
-        os.close(w)
-    return _Stream(fd=r, proc=proc)
+            return pipe.proc
+
+        return await _open_stream(save_on_node)
+    if source.kind is SourceKind.tar:
+        return await _spawn_stream(["cat", "--", str(source.path)])
+    return await _spawn_stream(list(DockerCli()("save", ctx.reference)))
 
 
 def _read_upto(fd: int, n: int) -> bytes:
@@ -169,14 +163,5 @@ def _read_upto(fd: int, n: int) -> bytes:
 
 
 async def _zstd_size(data: bytes) -> int:
-    proc = await asyncio.create_subprocess_exec(
-        "zstd",
-        "-1",
-        "-q",
-        "-c",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    out, _ = await proc.communicate(data)
-    return len(out) if proc.returncode == 0 else 0
+    rc, out = await _local(["zstd", "-1", "-q", "-c"], data)
+    return len(out) if rc == 0 else 0

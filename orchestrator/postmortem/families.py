@@ -150,7 +150,7 @@ FAMILIES: tuple[Family, ...] = (
     _f(
         "weights-files",
         "medium",
-        r"EntryNotFound|LocalEntryNotFound|FileNotFound|HfHubHTTP|OSError",
+        r"EntryNotFound|LocalEntryNotFound|FileNotFound|HfHubHTTP|OSError|IncompleteSnapshot",
         r"\.safetensors|\.bin\b|\.pt\b|\.gguf\b|\.pth\b|model weights|\bshards?\b",
         "a weight shard that is not there",
     ),
@@ -158,7 +158,9 @@ FAMILIES: tuple[Family, ...] = (
         "tokenizer-config",
         "medium",
         r"EntryNotFound|RepositoryNotFound|RevisionNotFound|GatedRepo|HFValidation|HfHubHTTP|"
-        r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$|JSONDecodeError",
+        r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$|JSONDecodeError|"
+        r"DisabledRepo|RevisionResolution|LocalTokenNotFound|CorruptedCache|CachedRepoTreeNotFound|"
+        r"IncompleteSnapshot|TokenizerException|MistralCommonException",
         None,
         "the Hugging Face hub or the model config",
     ),
@@ -174,11 +176,13 @@ FAMILIES: tuple[Family, ...] = (
         "tokenizer-config",
         "medium",
         r"OSError|ValueError|KeyError|TypeError|FileNotFoundError|HTTPError|Exception|"
-        r"ReadTimeout|ConnectTimeout|MaxRetryError",
-        r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat template|[Rr]epo id|"
+        r"ReadTimeout|ConnectTimeout|MaxRetryError|RuntimeError|ImportError|ModuleNotFoundError",
+        r"huggingface\.co|[Tt]okenizer|config\.json|params\.json|chat.template|[Rr]epo id|"
         r"config format|gated repo|is restricted|preprocessor_config|generation_config|"
-        r"model type|does not recognize this architecture|Unrecognized model|sentencepiece|"
-        r"tiktoken|vocab",
+        r"model type|does not recognize this architecture|Unrecognized model|"
+        r"Unrecognized configuration class|(?i:sentencepiece)|(?i:tiktoken)|vocab|ModelProto|"
+        r"trust_remote_code|[Rr]epository [Nn]ot [Ff]ound|valid model identifier|tekken|"
+        r"mistral_common",
         "the tokenizer or the model config",
     ),
     _f(
@@ -193,9 +197,10 @@ FAMILIES: tuple[Family, ...] = (
         "rendezvous-network",
         "medium",
         None,
-        r"nccl(?:Internal|System|Remote|InvalidUsage|Unhandled)|NCCL error|[Gg]loo|"
+        r"nccl(?:Internal|System|Remote|InvalidUsage)|(?i:NCCL error)(?!.*unhandled cuda)|[Gg]loo|"
         r"Connection (?:refused|reset|closed|timed out)|TCPStore|rendezvous|MASTER_ADDR|"
-        r"[Ss]ocket|[Nn]etwork is unreachable|[Nn]o route to host",
+        r"[Ss]ocket|[Nn]etwork is unreachable|[Nn]o route to host|Address already in use|"
+        r"IoException|c10d",
         "the network between the ranks",
     ),
     # a timeout class is a timer that fired, whatever it says (vLLM's shm_broadcast and RPC
@@ -233,6 +238,13 @@ FAMILIES: tuple[Family, ...] = (
         r"head ?(?:size|dim)|backend|quantization|dtype|is not valid|only supports?|"
         r"invalid|requires|not compatible|incompatible",
         "the engine refusing the flags or backend for this model",
+    ),
+    _f(
+        "config-validator-refusal",
+        "low",
+        r"^ValidationError$",
+        r"validation errors? for [A-Za-z]*(?:Config|Args)\b",
+        "the engine's config classes refusing a value",
     ),
 )
 

@@ -26,6 +26,10 @@ _ANSI = re.compile(
     r"|(?<![\w\]\[])\[(?:[0-9]{1,3};)*[0-9]{1,3}m"  # ` [36m`: the ESC byte stripped by a paste
     r"|</?font[^>]*>"
 )
+# A colour code that opens the line, with the blank a tracker left where the ESC byte was
+# (` [36mvllm-1  | ...`): once it is gone the line starts where the program's text starts, so
+# the compose and Ray prefixes behind it are found.
+_LEAD_CODE = re.compile(r"^[ \t]*(?:(?:\x1b|\^\[|#033|\\x1b|\\033|\\u001b|\\e)?\[[0-9;?]*m|<font)")
 # docker compose `name-1  | `, `name | ` (a word, spaces, a bar) at the start of a line.
 _COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*\s+\|(?: |$)")
 # Ray's process prefix: `(pid=123)`, `(pid=123, ip=10.0.0.2)`, `(raylet)`, `(raylet, ip=...)`,
@@ -37,9 +41,9 @@ _RAY = re.compile(
 # A terminal pane's box: `│ text   │` (k9s, tmux panes, boxed tables)
 _BOX = re.compile(r"^\s*[│┃║]\s?|\s*[│┃║]\s*$")
 # Markdown the user typed: a quote, a line wrapped in backticks, a pasted file's line number.
-_QUOTE = re.compile(r"^\s*>+ ?")
+_QUOTE = re.compile(r"^\s*(?:> ?)+")  # `> `, `>> `, `> > ` (a quote of a quote)
 _BACKTICKS = re.compile(r"^\s*`{1,3}(.*?)`{1,3}\s*$")
-_LINE_NO = re.compile(r"^\s{0,4}\d{1,5}(?:\s*[|│]\s|:\s(?=\S))")
+_LINE_NO = re.compile(r"^\s{0,4}\d{1,5}(?:\s*[|│]\s|:\s(?=\S)|\t(?=\S))")  # `12 | `, `12: `, `12\t`
 _QUOTED = re.compile(r'^\s*"(.*)"\s*$')
 
 WRAP_MIN = 60  # a width under this is not a terminal's or a tracker's wrap
@@ -58,13 +62,22 @@ _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": 
 
 def tidy_line(line: str) -> str:
     """One line without colour codes, compose/Ray columns, quoting or pasted line numbers."""
-    text = _ANSI.sub("", line) if ("[" in line or "<font" in line) else line
+    text = line
+    # a line that opened with a colour code: the blanks left where ESC bytes were go too
+    lead_code = False
+    if "[" in line or "<font" in line:
+        text = _ANSI.sub("", line)
+        lead_code = text != line and _LEAD_CODE.match(line) is not None
+        if lead_code:
+            text = text.lstrip(" \t")
     if not text.isascii():
         text = text.translate(_QUOTES)
     if "│" in text or "┃" in text or "║" in text:
         text = _BOX.sub("", text)
     for prefix in (_QUOTE, _COMPOSE, _RAY):
         text = prefix.sub("", text, count=1)
+    if lead_code:
+        text = text.lstrip(" \t")
     if "`" in text and (m := _BACKTICKS.match(text)):
         text = m.group(1)
     if (m := _QUOTED.match(text)) and '"' not in m.group(1):
@@ -73,10 +86,26 @@ def tidy_line(line: str) -> str:
 
 
 def _wrap_width(lines: list[str]) -> int | None:
-    """The width a paste was hard-wrapped at: the longest length several lines share."""
+    """The width a paste was hard-wrapped at: the longest length several lines share, else the
+    length of the longest line when it was cut mid-word (a paste with one long message wraps
+    once; no line of a hard-wrapped paste is longer than its width)."""
     counts = Counter(len(line) for line in lines if len(line) >= WRAP_MIN)
     widths = [w for w, n in counts.items() if n >= WRAP_REPEATS]
-    return max(widths) if widths else None
+    if widths:
+        return max(widths)
+    if not counts:
+        return None
+    longest = max(counts)
+    for i, line in enumerate(lines[:-1]):
+        if len(line) == longest and _CUT_WORD.search(line) and _TAIL_START.match(lines[i + 1]):
+            return longest
+    return None
+
+
+# A line cut inside a word ends in a letter or digit, and its tail starts with a lower-case
+# letter (`...on the devi` / `ce`): what a fixed-width wrap does and a log line seldom does.
+_CUT_WORD = re.compile(r"[A-Za-z0-9]$")
+_TAIL_START = re.compile(r"^[a-z]")
 
 
 # `...: No such file or directory: ` and the value (a quoted path) alone on the next line: a

@@ -17,9 +17,10 @@ with `shlex.join`, never a shell string) and hands the result to `Probe.interpre
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from orchestrator.errors import ProbeParseError, tail
 
@@ -86,6 +87,15 @@ def _detail(exc: ProbeParseError, probe: str) -> str:
 def fail(probe: str, what: str) -> ProbeParseError:
     """The error a parser raises: `raise fail(NAME, "no MemTotal line")`."""
     return ProbeParseError(what, probe=probe)
+
+
+def parse_json(probe: str, text: str, where: str = "") -> Any:
+    """`text` as JSON, or the error every probe gives for output that is not: `not JSON (why):
+    excerpt`, after `where` (`"line 3 is "` for a JSON-lines probe)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(probe, f"{where}not JSON ({exc.msg}): {excerpt(text)!r}") from exc
 
 
 def excerpt(text: str, limit: int = 80) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dockercli import DockerCli
-from orchestrator.probes.base import Probe, excerpt, fail
+from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 
 NAME = "containers"
 STATS_MARK = "--- stats"
@@ -85,10 +85,7 @@ def parse_labels(text: str) -> dict[str, str]:
 
 
 def _json_line(line: str, number: int) -> dict[str, Any]:
-    try:
-        doc = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise fail(NAME, f"line {number} is not JSON ({exc.msg}): {excerpt(line)!r}") from exc
+    doc = parse_json(NAME, line, f"line {number} is ")
     if not isinstance(doc, dict):
         raise fail(NAME, f"line {number} is not a JSON object: {excerpt(line)!r}")
     return doc

@@ -14,13 +14,9 @@ from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "host"
 
-# Kernel machine name -> OCI/GOARCH architecture. Anything else passes through unchanged.
-_OCI_ARCH = {
-    "aarch64": "arm64",
-    "arm64": "arm64",
-    "x86_64": "amd64",
-    "amd64": "amd64",
-}
+# Kernel machine name -> OCI/GOARCH architecture where the two differ. Anything else (`arm64`
+# as some kernels print it, `amd64`, `riscv64`) passes through unchanged.
+_OCI_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}
 
 
 class HostInfo(BaseModel):

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
-from orchestrator.probes.base import Probe, excerpt, fail
+from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 from orchestrator.probes.host import oci_arch
 from orchestrator.probes.runtime import docker_info_down, docker_info_probe, parse_docker_info
 
@@ -104,10 +104,7 @@ class ImageFacts(BaseModel):
 
 def parse_image_inspect(reference: str, stdout: str) -> ImageFacts:
     """The JSON of `docker image inspect --format '{{json .}}' REF` -> `ImageFacts`."""
-    try:
-        doc = json.loads(stdout)
-    except json.JSONDecodeError as exc:
-        raise fail(NAME, f"not JSON ({exc.msg}): {excerpt(stdout)!r}") from exc
+    doc = parse_json(NAME, stdout)
     if isinstance(doc, list):  # without --format docker prints a list of one
         doc = doc[0] if len(doc) == 1 else None
     if not isinstance(doc, dict) or not isinstance(doc.get("Id"), str) or not doc["Id"]:

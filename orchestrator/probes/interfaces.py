@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.probes.base import Probe, excerpt, fail
+from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 
 NAME_ADDR = "ip_addr"
 NAME_LINK = "ip_link"
@@ -114,10 +114,7 @@ def fabric_faults(node: str, name: str, interfaces: Sequence[Interface]) -> tupl
 
 
 def _interfaces(stdout: str, probe: str) -> list[Interface]:
-    try:
-        document = json.loads(stdout)
-    except json.JSONDecodeError as exc:
-        raise fail(probe, f"not JSON ({exc.msg}): {excerpt(stdout)!r}") from exc
+    document = parse_json(probe, stdout)
     if not isinstance(document, list):
         raise fail(probe, f"expected a JSON list of interfaces, got {type(document).__name__}")
     found: list[Interface] = []

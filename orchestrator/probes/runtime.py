@@ -15,14 +15,13 @@ Either way the result is `DockerInfo(reachable=False, error=...)`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
-from orchestrator.probes.base import Probe, excerpt, fail
+from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 
 NAME = "docker_info"
 
@@ -63,10 +62,7 @@ def _int(doc: dict[str, Any], key: str) -> int | None:
 
 def parse_docker_info(stdout: str, stderr: str = "") -> DockerInfo:
     """The JSON of `docker info --format '{{json .}}'` -> `DockerInfo`."""
-    try:
-        doc = json.loads(stdout)
-    except json.JSONDecodeError as exc:
-        raise fail(NAME, f"not JSON ({exc.msg}): {excerpt(stdout)!r}") from exc
+    doc = parse_json(NAME, stdout)
     if not isinstance(doc, dict):
         raise fail(NAME, f"expected a JSON object, got {excerpt(stdout)!r}")
     errors = doc.get("ServerErrors") or []

@@ -7,12 +7,14 @@ argv lists; the SSH transport quotes them with `shlex.join`, never by interpolat
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
 
 from orchestrator.errors import CommandFailed, ConfigError
 from orchestrator.models.inventory import Node
@@ -134,15 +136,42 @@ class LineSplitter:
         return [(rest.decode("utf-8", errors="replace"), "")] if rest else []
 
 
-class Transport(Protocol):
-    """One node's connection. `run` and `stream` may be called concurrently."""
+async def lines_of(
+    chunks: AsyncIterator[tuple[Stream, bytes]],
+) -> AsyncGenerator[OutputLine, None]:
+    """Split each stream's chunks into lines on \\r and \\n (a line may span chunks)."""
+    splitters = {Stream.stdout: LineSplitter(), Stream.stderr: LineSplitter()}
+    try:
+        async for stream, chunk in chunks:
+            for text, end in splitters[stream].feed(chunk):
+                yield OutputLine(stream, text, end)
+    finally:
+        # A consumer that stops early ends the command now, not at garbage collection.
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+    for stream, splitter in splitters.items():
+        for text, end in splitter.close():
+            yield OutputLine(stream, text, end)
+
+
+class Transport(ABC):
+    """One node's connection. `run` and `stream` may be called concurrently.
+
+    The contract is written here once: an implementation says how one command runs
+    (`_execute`) and how its output streams (`stream_chunks`); the result and its check, the
+    split into lines and the error a failed stream ends with are this class's."""
+
+    _node: Node
 
     @property
-    def node(self) -> Node: ...
+    def node(self) -> Node:
+        return self._node
 
     async def connect(self) -> None:
-        """Open the connection (maps failures to NodeUnreachable / HostKeyError / AuthError)."""
-        ...
+        """Open the connection (maps failures to NodeUnreachable / HostKeyError / AuthError).
+        `run` calls it first, so an implementation must return at once when already open."""
+        return None  # nothing to open by default (the local and fake transports)
 
     async def run(
         self,
@@ -153,14 +182,44 @@ class Transport(Protocol):
         check: bool = False,
     ) -> CommandResult:
         """Run to completion. A timeout raises CommandTimeout carrying the output so far."""
-        ...
+        argv = tuple(argv)
+        await self.connect()
+        started = time.monotonic()
+        status, stdout, stderr = await self._execute(argv, timeout_s, stdin)
+        result = CommandResult(
+            node=self._node.name,
+            argv=argv,
+            exit_status=status,
+            stdout=stdout,
+            stderr=stderr,
+            duration_s=time.monotonic() - started,
+        )
+        return result.check() if check else result
 
-    def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
+    @abstractmethod
+    async def _execute(
+        self, argv: tuple[str, ...], timeout_s: float | None, stdin: bytes | None
+    ) -> tuple[int | None, str, str]:
+        """Run `argv` once on the node: (exit status, stdout, stderr)."""
+
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
         """Yield output lines as they arrive; the iterator ends when the command exits."""
-        ...
+        # aclosing: a consumer that stops early ends the command now, not at collection.
+        async with contextlib.aclosing(lines_of(self.stream_chunks(argv))) as lines:
+            async for line in lines:
+                yield line
 
+    @abstractmethod
     def stream_chunks(self, argv: Sequence[str]) -> AsyncGenerator[tuple[Stream, bytes], None]:
-        """Yield (stream, bytes) as they are read, unsplit; for followers that batch lines."""
-        ...
+        """Yield (stream, bytes) as they are read, unsplit; for followers that batch lines.
+        A command that does not exit 0 ends the iteration with `_failed`'s error."""
 
-    async def close(self) -> None: ...
+    def _failed(self, argv: Sequence[str], status: int | None, stderr: str) -> CommandFailed:
+        """The error a streamed command ends with when it did not exit 0."""
+        return CommandFailed(
+            node=self._node.name, argv=list(argv), exit_status=status, stderr=stderr
+        )
+
+    async def close(self) -> None:
+        """Close the connection."""
+        return None  # nothing to close unless an implementation opened something

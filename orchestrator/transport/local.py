@@ -10,16 +10,15 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
-from orchestrator.errors import CommandFailed, CommandTimeout, NodeError
+from orchestrator.errors import CommandTimeout, NodeError
 from orchestrator.models.inventory import Node
-from orchestrator.transport.base import CommandResult, OutputLine, Stream
-from orchestrator.transport.streams import last_lines_text, lines_of, merged_chunks, stderr_tail
+from orchestrator.transport.base import Stream, Transport
+from orchestrator.transport.streams import StderrTail
 
 
-class LocalTransport:
+class LocalTransport(Transport):
     """A node that is this machine."""
 
     def __init__(self, node: Node) -> None:
@@ -27,13 +26,6 @@ class LocalTransport:
         self._env = dict(os.environ)
         if node.docker_host:
             self._env["DOCKER_HOST"] = node.docker_host
-
-    @property
-    def node(self) -> Node:
-        return self._node
-
-    async def connect(self) -> None:
-        return None
 
     async def _spawn(self, argv: tuple[str, ...], stdin: int) -> asyncio.subprocess.Process:
         try:
@@ -53,30 +45,15 @@ class LocalTransport:
                 f"cannot start `{argv[0]}`: {exc.strerror}", node=self._node.name
             ) from exc
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout_s: float | None = None,
-        stdin: bytes | None = None,
-        check: bool = False,
-    ) -> CommandResult:
-        argv = tuple(argv)
-        started = time.monotonic()
+    async def _execute(
+        self, argv: tuple[str, ...], timeout_s: float | None, stdin: bytes | None
+    ) -> tuple[int | None, str, str]:
         try:
             proc = await self._spawn(
                 argv, asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL
             )
         except _NotFound:
-            result = CommandResult(
-                node=self._node.name,
-                argv=argv,
-                exit_status=127,
-                stdout="",
-                stderr=f"{argv[0]}: command not found",
-                duration_s=time.monotonic() - started,
-            )
-            return result.check() if check else result
+            return 127, "", f"{argv[0]}: command not found"
         out, err = bytearray(), bytearray()
         assert proc.stdout is not None and proc.stderr is not None
 
@@ -106,21 +83,7 @@ class LocalTransport:
                 stdout=out.decode(errors="replace"),
                 stderr=err.decode(errors="replace"),
             ) from None
-        result = CommandResult(
-            node=self._node.name,
-            argv=argv,
-            exit_status=status,
-            stdout=out.decode(errors="replace"),
-            stderr=err.decode(errors="replace"),
-            duration_s=time.monotonic() - started,
-        )
-        return result.check() if check else result
-
-    async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
-        # aclosing: a consumer that stops early ends the command now, not at collection.
-        async with contextlib.aclosing(lines_of(self.stream_chunks(argv))) as lines:
-            async for line in lines:
-                yield line
+        return status, out.decode(errors="replace"), err.decode(errors="replace")
 
     async def stream_chunks(
         self, argv: Sequence[str]
@@ -129,20 +92,13 @@ class LocalTransport:
         try:
             proc = await self._spawn(argv, asyncio.subprocess.DEVNULL)
         except _NotFound:
-            raise CommandFailed(
-                node=self._node.name,
-                argv=list(argv),
-                exit_status=127,
-                stderr=f"{argv[0]}: command not found",
-            ) from None
+            raise self._failed(argv, 127, f"{argv[0]}: command not found") from None
         assert proc.stdout is not None and proc.stderr is not None
-        tail = b""
+        tail = StderrTail()
         try:
-            async with contextlib.aclosing(merged_chunks(proc.stdout, proc.stderr)) as chunks:
-                async for stream, chunk in chunks:
-                    if stream is Stream.stderr:
-                        tail = stderr_tail(tail, chunk)
-                    yield stream, chunk
+            async with contextlib.aclosing(tail.relay(proc.stdout, proc.stderr)) as chunks:
+                async for item in chunks:
+                    yield item
             status = await proc.wait()
         finally:
             if proc.returncode is None:
@@ -150,15 +106,7 @@ class LocalTransport:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(proc.wait(), 2)
         if status != 0:
-            raise CommandFailed(
-                node=self._node.name,
-                argv=list(argv),
-                exit_status=status,
-                stderr=last_lines_text(tail),
-            )
-
-    async def close(self) -> None:
-        return None
+            raise self._failed(argv, status, tail.text())
 
 
 class _NotFound(Exception):

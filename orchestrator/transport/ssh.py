@@ -15,8 +15,7 @@ import errno
 import os
 import shlex
 import socket
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 import asyncssh
@@ -31,15 +30,14 @@ from tenacity import (
 from orchestrator.errors import (
     AuthError,
     ClusterError,
-    CommandFailed,
     CommandTimeout,
     HostKeyError,
     NodeError,
     NodeUnreachable,
 )
 from orchestrator.models.inventory import Node
-from orchestrator.transport.base import CommandResult, ConnectOptions, OutputLine, Stream
-from orchestrator.transport.streams import last_lines_text, lines_of, merged_chunks, stderr_tail
+from orchestrator.transport.base import ConnectOptions, Stream, Transport
+from orchestrator.transport.streams import StderrTail
 
 log = structlog.get_logger(__name__)
 
@@ -63,7 +61,7 @@ def _cipher_preference() -> list[str]:
 _CIPHER_PREFERENCE = _cipher_preference()
 
 
-class SshTransport:
+class SshTransport(Transport):
     """A node reached over SSH."""
 
     def __init__(
@@ -75,10 +73,6 @@ class SshTransport:
         self._budget = asyncio.Semaphore(self._options.channel_budget)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = asyncio.Lock()
-
-    @property
-    def node(self) -> Node:
-        return self._node
 
     # -- connecting -------------------------------------------------------------------------
 
@@ -216,17 +210,10 @@ class SshTransport:
 
     # -- commands ---------------------------------------------------------------------------
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout_s: float | None = None,
-        stdin: bytes | None = None,
-        check: bool = False,
-    ) -> CommandResult:
-        argv = tuple(argv)
+    async def _execute(
+        self, argv: tuple[str, ...], timeout_s: float | None, stdin: bytes | None
+    ) -> tuple[int | None, str, str]:
         conn = await self._connection()
-        started = time.monotonic()
         async with self._budget:
             try:
                 process = await conn.create_process(shlex.join(argv), encoding=None)
@@ -250,21 +237,7 @@ class SshTransport:
                 raise self._map_session_error(exc, argv) from exc
         if completed.returncode is None:  # the channel closed without an exit status
             raise self._lost(argv)
-        result = CommandResult(
-            node=self._node.name,
-            argv=argv,
-            exit_status=completed.returncode,
-            stdout=_text(completed.stdout),
-            stderr=_text(completed.stderr),
-            duration_s=time.monotonic() - started,
-        )
-        return result.check() if check else result
-
-    async def stream(self, argv: Sequence[str]) -> AsyncIterator[OutputLine]:
-        # aclosing: a consumer that stops early ends the command now, not at collection.
-        async with contextlib.aclosing(lines_of(self.stream_chunks(argv))) as lines:
-            async for line in lines:
-                yield line
+        return completed.returncode, _text(completed.stdout), _text(completed.stderr)
 
     async def stream_chunks(
         self, argv: Sequence[str]
@@ -278,15 +251,13 @@ class SshTransport:
                 )
             except Exception as exc:
                 raise self._map_session_error(exc, argv) from exc
-            tail = b""
+            tail = StderrTail()
             try:
                 async with contextlib.aclosing(
-                    merged_chunks(process.stdout, process.stderr)
+                    tail.relay(process.stdout, process.stderr)
                 ) as chunks:
-                    async for stream, chunk in chunks:
-                        if stream is Stream.stderr:
-                            tail = stderr_tail(tail, chunk)
-                        yield stream, chunk
+                    async for item in chunks:
+                        yield item
                 completed = await process.wait(check=False)
             except ClusterError:
                 raise
@@ -297,12 +268,7 @@ class SshTransport:
         if completed.returncode is None:
             raise self._lost(argv)
         if completed.returncode != 0:
-            raise CommandFailed(
-                node=self._node.name,
-                argv=list(argv),
-                exit_status=completed.returncode,
-                stderr=last_lines_text(tail),
-            )
+            raise self._failed(argv, completed.returncode, tail.text())
 
     def _map_session_error(self, exc: BaseException, argv: tuple[str, ...]) -> ClusterError:
         if isinstance(exc, ClusterError):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.transport.base import LineSplitter, OutputLine, Stream
+from orchestrator.transport.base import OutputLine, Stream, lines_of
 
 CHUNK = 65536
 
@@ -30,32 +31,26 @@ async def merged_lines(stdout: ByteReader, stderr: ByteReader) -> AsyncIterator[
             yield line
 
 
-async def lines_of(
-    chunks: AsyncIterator[tuple[Stream, bytes]],
-) -> AsyncGenerator[OutputLine, None]:
-    """Split each stream's chunks into lines on \\r and \\n (a line may span chunks)."""
-    splitters = {Stream.stdout: LineSplitter(), Stream.stderr: LineSplitter()}
-    try:
-        async for stream, chunk in chunks:
-            for text, end in splitters[stream].feed(chunk):
-                yield OutputLine(stream, text, end)
-    finally:
-        # A consumer that stops early ends the command now, not at garbage collection.
-        close = getattr(chunks, "aclose", None)
-        if close is not None:
-            await close()
-    for stream, splitter in splitters.items():
-        for text, end in splitter.close():
-            yield OutputLine(stream, text, end)
+@dataclass
+class StderrTail:
+    """The last `keep` bytes of a command's stderr as its chunks stream past: what the error of
+    a streamed command that failed quotes (its last lines)."""
 
+    keep: int = 4096
+    _tail: bytes = b""
 
-def stderr_tail(tail: bytes, chunk: bytes, keep: int = 4096) -> bytes:
-    """The last `keep` bytes of stderr seen so far: what a failed stream's error quotes."""
-    return (tail + chunk)[-keep:]
+    async def relay(
+        self, stdout: ByteReader, stderr: ByteReader
+    ) -> AsyncGenerator[tuple[Stream, bytes], None]:
+        """`merged_chunks(stdout, stderr)`, keeping stderr's tail on the way."""
+        async with contextlib.aclosing(merged_chunks(stdout, stderr)) as chunks:
+            async for stream, chunk in chunks:
+                if stream is Stream.stderr:
+                    self._tail = (self._tail + chunk)[-self.keep :]
+                yield stream, chunk
 
-
-def last_lines_text(tail: bytes, lines: int = 20) -> str:
-    return "\n".join(tail.decode("utf-8", errors="replace").splitlines()[-lines:])
+    def text(self, lines: int = 20) -> str:
+        return "\n".join(self._tail.decode("utf-8", errors="replace").splitlines()[-lines:])
 
 
 async def merged_chunks(

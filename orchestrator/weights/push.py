@@ -9,7 +9,6 @@ import asyncio
 import itertools
 import json
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -20,16 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError
+from orchestrator.facts import close_transports, open_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
-from orchestrator.images.context import ChainKind, _Ctx, chain_script
-from orchestrator.images.known_hosts import chain_known_hosts
+from orchestrator.images.context import ChainKind, _Ctx
 from orchestrator.images.model import Compression, HopStatus, Mode, PushEvent, PushOptions, Source
 from orchestrator.images.model import SourceKind as ImageSourceKind
 from orchestrator.images.plan import choose_mode
-from orchestrator.images.pump import _os_pipe, _Stream
+from orchestrator.images.pump import _spawn_stream, _Stream
+from orchestrator.images.push import chain_ctx
 from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.models.inventory import Connection, Inventory, Node
-from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.weights.checks import check_model
 from orchestrator.weights.manifest import manifest_of
 from orchestrator.weights.model import (
@@ -98,12 +98,11 @@ async def push_weights(
             )
     target = resolve_dest(inventory, src.default_name, dest, host_dir)
     copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
-    make = factory or (lambda n: transport_for(inventory, n, copts))
-    transports = {n.name: make(n) for n in inventory.nodes}
+    transports = open_transports(inventory, copts, factory)
     try:
         return await _Push(inventory, src, target, options, emit, started, transports).run()
     finally:
-        await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+        await close_transports(transports)
 
 
 def hash_files(root: Path, paths: Sequence[str]) -> dict[str, str]:
@@ -136,21 +135,18 @@ class _Push:
         self.rounds: list[RoundReport] = []
         self.verified: set[str] = set()  # nodes holding the whole model: re-send sources
         self._manifest_out = ""  # where this round's controller source writes the sums
-        self.ctx = _Ctx(
-            inventory=inventory,
-            reference="",
-            options=PushOptions(
-                compress="none",
-                mode="chain",
-                connect_timeout_s=options.connect_timeout_s,
-                stall_timeout_s=options.stall_timeout_s,
-            ),
-            transports=transports,
-            emit=self._relay,
-            started=started,
-            script=chain_script(),
-            tag_base=secrets.token_hex(6),
-            known_hosts_text=chain_known_hosts(inventory),
+        chain_options = PushOptions(
+            compress="none",
+            mode="chain",
+            connect_timeout_s=options.connect_timeout_s,
+            stall_timeout_s=options.stall_timeout_s,
+        )
+        self.ctx = chain_ctx(
+            inventory,
+            transports,
+            chain_options,
+            self._relay,
+            started,
             kind=ChainKind(prefix="w", extra=(node_program(),), **KIND_WORDS),
             opener=self._open_controller,
         )
@@ -263,25 +259,9 @@ class _Push:
         """The controller's node program reading the source files (`send`): the round's stream."""
         spec = json.loads(ctx.reference)
         spec.update(root=str(self.src.root), manifest_out=self._manifest_out)
-        r, w = _os_pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                node_program(),
-                "send",
-                json.dumps(spec),
-                "controller",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=w,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except BaseException:
-            os.close(r)
-            raise
-        finally:
-            os.close(w)
-        return _Stream(fd=r, proc=proc)
+        return await _spawn_stream(
+            [sys.executable, "-c", node_program(), "send", json.dumps(spec), "controller"]
+        )
 
     async def _round(
         self, rnd: int, nodes: list[str], paths: list[str], src_node: str | None

@@ -70,7 +70,9 @@ def test_preflight_asks_each_node_in_a_few_shells_and_passes(slow: Testbed, tmp_
     assert reach is not None and len(reach.results) == len(slow.nodes) and not reach.errors, reach
     assert all(r.ok for r in reach.results.values()), reach
     starts = [slow.shell_starts(nd) for nd in slow.nodes]
-    # Every node: the probes' batch, the clock, free disk, the connect to the head's port;
-    # the head also runs the listener and stops it (6; 1 run in 3 showed 7 there, one more
-    # command not yet traced). Before the batch: 13 to 14 on every node.
-    assert max(starts[1:]) <= 4 and starts[0] <= 8, starts
+    # Every node: the probes' batch, the clock, free disk, the connect to the head's port (4).
+    # The head also runs the listener and the engine-args probe (6), and `kill`s the listener
+    # when it has not yet ended by itself: it exits once every node has connected, and whether
+    # its stream's end reaches the controller before the last connect's answer is a race
+    # (traced: 7 in 5 runs of 6, 6 in the other). Nothing else may start a shell.
+    assert starts[1:] == [4] * (len(starts) - 1) and starts[0] in (6, 7), starts

@@ -25,6 +25,7 @@ EXPECTED_FILES = {
     "mistral-common-misc.yaml",
     "postmortem-extra.yaml",
     "postmortem-train.yaml",
+    "postmortem-sources.yaml",
     "postmortem-kernels-image-memory.yaml",
 }
 

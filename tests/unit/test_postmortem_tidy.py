@@ -1,0 +1,68 @@
+"""Tidying pasted lines (orchestrator/postmortem/tidy.py): the dressings issue 15 lists, each
+on a line shaped like the corpus's, and the hard wraps a paste of one long message leaves."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.postmortem.signatures import load_signatures
+from orchestrator.postmortem.tidy import tidy_line, tidy_text
+
+
+@pytest.mark.parametrize(
+    ("raw", "tidy"),
+    [
+        # a literal colour code opening the line, with the blank left where ESC was, in front of
+        # a compose column or a Ray prefix: both come off, as they do behind a real ESC byte
+        (" [36mvllm-1  | [0m RuntimeError: boom", "RuntimeError: boom"),
+        ("\x1b[36mvllm-1  |\x1b[0m RuntimeError: boom", "RuntimeError: boom"),
+        (" [0;36m(raylet, ip=10.0.0.1) [0m Out of memory", "Out of memory"),
+        ("^[[0;36m(pid=123, ip=10.0.0.2)^[[0m RuntimeError: boom", "RuntimeError: boom"),
+        # a compose column, then vLLM's colour-wrapped process prefix
+        ("vllm-openai-1 | \x1b[1;36m(EngineCore pid=5)\x1b[0;0m ERROR boom", "ERROR boom"),
+        # Markdown quotes of quotes
+        ("> > RuntimeError: boom", "RuntimeError: boom"),
+        (">> RuntimeError: boom", "RuntimeError: boom"),
+        # pasted line numbers: `12 | `, `12: `, and a tab after the number
+        ("12 | RuntimeError: boom", "RuntimeError: boom"),
+        ("  12: RuntimeError: boom", "RuntimeError: boom"),
+        ("12\tRuntimeError: boom", "RuntimeError: boom"),
+        # what must stay: rank prefixes, a traceback's indentation, a stamp
+        ("[rank3]: RuntimeError: boom", "[rank3]: RuntimeError: boom"),
+        ('  File "x.py", line 3, in <module>', '  File "x.py", line 3, in <module>'),
+        ("2025-01-01 10:00:00 ERROR boom", "2025-01-01 10:00:00 ERROR boom"),
+    ],
+)  # fmt: skip
+def test_the_dressings_issue_15_lists_come_off(raw: str, tidy: str) -> None:
+    assert tidy_line(raw) == tidy
+
+
+def test_one_long_message_wrapped_once_is_joined_back() -> None:
+    # the paste's longest line, cut mid-word, its tail in lower case on the next line
+    text = (
+        "ValueError: TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Plea\n"
+        "se use a different backend.\n"
+        "short line\n"
+    )
+    out = tidy_text(text).split("\n")
+    assert out[0] == (
+        "ValueError: TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). "
+        "Please use a different backend."
+    )
+    assert out[1] == "" and out[2] == "short line"
+    assert len(out) == len(text.split("\n"))
+    kinds = {c.sig.id for c in load_signatures().match_text(out[0])}
+    assert "backend-refuses-this-gpu-architecture" in kinds
+
+
+def test_a_long_line_followed_by_its_own_record_is_not_joined() -> None:
+    # the longest line ends a word and the next is a record of its own: not a wrap
+    lines = [
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        "CUDA kernel errors might be asynchronously reported at some other API call",
+        "[rank0]: done",
+    ]
+    assert tidy_text("\n".join(lines)).split("\n") == lines
+    # ends mid-word, but the next line starts in upper case: a record, not a tail
+    cut = ["x" * 70 + "abc", "Next record", "tail"]
+    assert tidy_text("\n".join(cut)).split("\n") == cut
