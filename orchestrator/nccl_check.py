@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.aio import resolved
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
 from orchestrator.facts import (
@@ -396,13 +397,13 @@ async def run_nccl_check(
             *(
                 _wait(transports[x.node], x.container, deadline)
                 if err is None
-                else _done(False, None)
+                else resolved((False, None))
                 for x, err in zip(launches, starts, strict=True)
             )
         )
         logs = await asyncio.gather(
             *(
-                _logs(transports[x.node], x.container) if err is None else _lines([])
+                _logs(transports[x.node], x.container) if err is None else resolved([])
                 for x, err in zip(launches, starts, strict=True)
             ),
             return_exceptions=True,
@@ -452,14 +453,6 @@ async def run_nccl_check(
     if run is not None:
         write_nccl_check(run, report, {x.rank: got for x, got in zip(launches, logs, strict=True)})
     return report
-
-
-async def _done(finished: bool, code: int | None) -> tuple[bool, int | None]:
-    return finished, code
-
-
-async def _lines(lines: list[str]) -> list[str]:
-    return lines
 
 
 def write_nccl_check(

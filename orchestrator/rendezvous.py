@@ -246,14 +246,11 @@ def plan_rendezvous(
     port_holders: tuple[str, ...] = ()
     serve_holders: tuple[str, ...] = ()
     if head_facts is not None and head_facts.listening is not None:
+        listening = head_facts.listening
         address = head_rank.address or "0.0.0.0"  # noqa: S104 (matches wildcard listeners only)
-        port_holders = tuple(
-            f"{s.address}:{s.port}"
-            for s in holders(head_facts.listening, address, recipe.ports.rendezvous)
-        )
-        serve_holders = tuple(
-            f"{s.address}:{s.port}"
-            for s in holders(head_facts.listening, address, recipe.ports.serve)
+        port_holders, serve_holders = (
+            tuple(f"{s.address}:{s.port}" for s in holders(listening, address, port))
+            for port in (recipe.ports.rendezvous, recipe.ports.serve)
         )
     return RendezvousPlan(
         recipe=recipe.name,

@@ -95,11 +95,11 @@ def preflight(
     run: RunOpt = None,
     connect_timeout: Annotated[
         float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake")
-    ] = 10.0,
+    ] = ConnectOptions.connect_timeout_s,
     tcp_timeout: Annotated[
         float,
         typer.Option("--tcp-timeout", help="seconds per connect to the head's rendezvous port"),
-    ] = 3.0,
+    ] = PreflightLimits.tcp_timeout_s,
 ) -> None:
     """Check every node against the recipe before any weight is read; exit 4 on errors."""
     rec = resolve_recipe(recipe)

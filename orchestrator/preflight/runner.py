@@ -6,8 +6,8 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
 
+from orchestrator.aio import resolved
 from orchestrator.facts import (
     FactsRequest,
     TransportFactory,
@@ -28,8 +28,6 @@ from orchestrator.preflight.reachability import probe_reachability
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.transport import ConnectOptions, Transport
-
-T = TypeVar("T")
 
 
 def runtime_of(inventory: Inventory) -> Runtime:
@@ -77,10 +75,10 @@ async def run_preflight(
         head_up = bool(facts) and facts[0].reachable
         # Independent of each other (the plan needs no peers): both at once.
         facts, reach = await asyncio.gather(
-            add_peers(inventory, transports, facts) if ask_peers else _same(facts),
+            add_peers(inventory, transports, facts) if ask_peers else resolved(facts),
             probe_reachability(inventory, transports, plan, timeout_s=limits.tcp_timeout_s)
             if head_up
-            else _same(None),
+            else resolved(None),
         )
         try:
             launch = plan_launch(recipe, inventory, plan, run_id)
@@ -144,10 +142,6 @@ async def _engine_args(
     return await probe_engine_args(
         recipe, launch, transport, docker=docker, timeout_s=limits.engine_args_timeout_s
     )
-
-
-async def _same(value: T) -> T:
-    return value
 
 
 def write_preflight(run: Run, result: PreflightResult) -> None:
