@@ -7,7 +7,6 @@ interface is judged by the one rule preflight uses (`probes.interfaces.fabric_fa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -18,7 +17,7 @@ from orchestrator.fanout import settle_each
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.probes.interfaces import fabric_faults
-from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.transport import ConnectOptions, Transport, TransportFactory, transport_for
 
 PROBE_TIMEOUT_S = 15.0
 
@@ -89,8 +88,6 @@ def _reason(exc: Exception) -> str:
 
 CHECK_FACTS = frozenset({"host", "memory", "interfaces", "docker", "gpu"})
 """What the check asks of each node: what it is, not whether a recipe fits (that is preflight)."""
-
-TransportFactory = Callable[[Node], Transport]
 
 
 async def check_node(inventory: Inventory, node: Node, transport: Transport) -> NodeCheck:

@@ -33,7 +33,7 @@ from orchestrator.probes.peers import peers_probe
 from orchestrator.probes.rdma import RDMA
 from orchestrator.probes.runtime import DockerInfo, docker_info_probe
 from orchestrator.probes.sockets import LISTENING
-from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.transport import ConnectOptions, Transport, TransportFactory, transport_for
 from orchestrator.weights.copy_probe import copy_probe
 
 T = TypeVar("T")
@@ -204,9 +204,6 @@ async def _run_all(
         else:
             values[name] = outcome
     return values, errors
-
-
-TransportFactory = Callable[[Node], Transport]
 
 
 async def add_peers(

@@ -30,7 +30,6 @@ from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
 from orchestrator.facts import (
     FactsRequest,
-    TransportFactory,
     close_transports,
     gather_facts,
     open_transports,
@@ -49,7 +48,7 @@ from orchestrator.models.recipe import Recipe
 from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.scripts import script_text
-from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport import ConnectOptions, Transport, TransportFactory
 
 PURPOSE = "nccl"
 SCRIPT = "nccl_allreduce.py"

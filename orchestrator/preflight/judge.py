@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
-from orchestrator.preflight.checks import _CHECK_FUNCTIONS, _DOCKER_ONLY, CHECKS
+from orchestrator.preflight.checks import CHECK_TABLE, CHECKS
 from orchestrator.preflight.checks.engine import _check_engine_args
 from orchestrator.preflight.checks.fabric import _check_tcp
 from orchestrator.preflight.engine_args import EngineArgsResult
@@ -120,18 +120,18 @@ def judge(
         ran=[],
         recipe_path=recipe_path,
     )
-    for name, check in _CHECK_FUNCTIONS:
-        if name in _DOCKER_ONLY and not j.docker:
+    for check in CHECK_TABLE:
+        if check.docker_only and not j.docker:
             continue
-        j.ran.append(name)
-        if name == "rendezvous-tcp":
+        j.ran.append(check.name)
+        if check.run is not None:
+            check.run(j)
+        elif check.name == "rendezvous-tcp":
             _check_tcp(j, reachability)
-        elif name == "engine-args":
+        elif check.name == "engine-args":
             _check_engine_args(j, engine_args)
-        else:
-            check(j)
     order = {n.name: n.rank for n in inventory.nodes}
-    checks = [name for name, _ in _CHECK_FUNCTIONS]
+    checks = list(CHECKS)
     j.problems.sort(
         key=lambda p: (
             p.node is not None,

@@ -10,7 +10,6 @@ from pathlib import Path
 from orchestrator.aio import resolved
 from orchestrator.facts import (
     FactsRequest,
-    TransportFactory,
     add_peers,
     close_transports,
     gather_facts,
@@ -27,7 +26,7 @@ from orchestrator.preflight.model import PreflightLimits, PreflightReport, Prefl
 from orchestrator.preflight.reachability import probe_reachability
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
-from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport import ConnectOptions, Transport, TransportFactory
 
 
 def runtime_of(inventory: Inventory) -> Runtime:

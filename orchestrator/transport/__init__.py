@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.transport.base import CommandResult, ConnectOptions, OutputLine, Stream, Transport
 
@@ -11,8 +13,13 @@ __all__ = [
     "OutputLine",
     "Stream",
     "Transport",
+    "TransportFactory",
     "transport_for",
 ]
+
+TransportFactory = Callable[[Node], Transport]
+"""What makes a node's transport where a caller (a test, the simulated testbed) chooses it;
+the entry points default to `transport_for`."""
 
 
 def transport_for(inventory: Inventory, node: Node, options: ConnectOptions) -> Transport:

@@ -28,9 +28,9 @@ from orchestrator.images.plan import choose_mode
 from orchestrator.images.pump import _spawn_stream, _Stream
 from orchestrator.images.push import chain_ctx
 from orchestrator.images.rounds import judge_round, next_round
-from orchestrator.models.inventory import Connection, Inventory, Node
+from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.push import Mode
-from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport import ConnectOptions, Transport, TransportFactory
 from orchestrator.weights.checks import check_model
 from orchestrator.weights.manifest import manifest_of
 from orchestrator.weights.model import (
@@ -73,7 +73,7 @@ async def push_weights(
     host_dir: str | None = None,
     options: WeightsOptions | None = None,
     on_event: EventSink | None = None,
-    factory: Callable[[Node], Transport] | None = None,
+    factory: TransportFactory | None = None,
 ) -> WeightsReport:
     """Every node ends with a byte-identical, verified copy of `model_dir` at the destination.
 
