@@ -45,6 +45,7 @@ class NodeCheck(BaseModel):
     hostname: str | None = None
     arch: str | None = None
     kernel: str | None = None
+    # The node's size and two of its MemoryReading (models/memory.py), as `--json` has them.
     mem_total: int | None = None
     mem_free: int | None = None
     mem_available: int | None = None

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import ExitCode
+from orchestrator.models.memory import MemoryReading
 
 
 class RankPhase(StrEnum):
@@ -98,15 +99,11 @@ class LogLine(_Event):
     text: str
 
 
-class Sample(_Event):
-    """One sampler reading for a rank's node and the rank's processes."""
+class Sample(_Event, MemoryReading):
+    """One sampler reading for a rank's node (its memory) and the rank's processes."""
 
     kind: Literal["sample"] = "sample"
     rank: int
-    mem_free: int | None = None
-    mem_available: int | None = None
-    cached: int | None = None
-    dirty: int | None = None
     rchar: int | None = None  # bytes read by the rank's processes (page cache hits included)
     read_bytes: int | None = None  # bytes that came from the block device
 

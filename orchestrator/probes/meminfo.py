@@ -1,9 +1,8 @@
 """`/proc/meminfo`: the numbers the page-cache watcher and the GB10 memory floor need.
 
-On a GB10 the GPU and the CPU share one pool, and `cudaMemGetInfo` free tracks `MemFree`, not
-`MemAvailable`: page cache from reading weights counts as used (unslothai/unsloth PR #10704,
-measured on a GB10). So the supervisor samples MemFree, MemAvailable, Cached and Dirty per node
-during a load. The kernel prints kB (KiB); the model holds bytes.
+What MemFree, MemAvailable, Cached and Dirty mean (on a GB10, MemFree is what the GPU sees as
+free) is `models.memory.MemoryReading`'s to say; `MemoryReading.of` reads one off a `MemInfo`.
+The kernel prints kB (KiB); the model holds bytes.
 """
 
 from __future__ import annotations
@@ -28,15 +27,16 @@ _FIELDS = {
 
 
 class MemInfo(BaseModel):
-    """Memory of one node, in bytes."""
+    """Memory of one node, in bytes, every value present (preflight computes with them). The
+    fields a `MemoryReading` has mean what it says they mean (models/memory.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mem_total: int = Field(ge=0)
-    mem_free: int = Field(ge=0, description="what cudaMemGetInfo reports as free on a GB10")
-    mem_available: int = Field(ge=0, description="free plus what the kernel could reclaim")
+    mem_free: int = Field(ge=0)
+    mem_available: int = Field(ge=0)
     buffers: int = Field(ge=0)
-    cached: int = Field(ge=0, description="page cache, including weights read from disk or NFS")
+    cached: int = Field(ge=0)
     dirty: int = Field(ge=0)
     swap_total: int = Field(ge=0)
     swap_free: int = Field(ge=0)

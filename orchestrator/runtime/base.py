@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.models.inventory import Node
+from orchestrator.models.memory import MemoryReading
 
 STREAMS = ("stdout", "stderr")
 
@@ -52,13 +53,19 @@ class ExitState:
 class NodeSample:
     """One reading of a rank's node (meminfo) and its processes (I/O counters)."""
 
-    mem_free: int | None
-    mem_available: int | None
-    cached: int | None
-    dirty: int | None
+    memory: MemoryReading
     rchar: int | None
     read_bytes: int | None
     loadavg: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """Flat, as a line of samples.jsonl has it (docs/run-directory.md)."""
+        return {
+            **self.memory.model_dump(),
+            "rchar": self.rchar,
+            "read_bytes": self.read_bytes,
+            "loadavg": self.loadavg,
+        }
 
 
 class Runtime(Protocol):

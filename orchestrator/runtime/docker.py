@@ -23,6 +23,7 @@ from orchestrator.errors import (
     NodeUnreachable,
 )
 from orchestrator.launch import with_secret_env
+from orchestrator.models.memory import MemoryReading
 from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
 from orchestrator.transport import CommandResult, Transport
 
@@ -184,10 +185,7 @@ class DockerRuntime:
             )
         data = json.loads(result.stdout)
         return NodeSample(
-            mem_free=data.get("mem_free"),
-            mem_available=data.get("mem_available"),
-            cached=data.get("cached"),
-            dirty=data.get("dirty"),
+            memory=MemoryReading.model_validate(data),  # the sampler prints the same names
             # read() or mmap, whichever the rank loads by (node_sampler.py: weight_bytes)
             rchar=data.get("weight_bytes", data.get("rchar")),
             read_bytes=data.get("read_bytes"),

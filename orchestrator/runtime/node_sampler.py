@@ -226,6 +226,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                # MemoryReading's names (models/memory.py): the runtime reads them as one
                 "mem_free": mem.get("MemFree"),
                 "mem_available": mem.get("MemAvailable"),
                 "cached": mem.get("Cached"),

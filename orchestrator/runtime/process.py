@@ -24,6 +24,7 @@ import psutil
 
 from orchestrator.dialects.timestamps import line_timestamp_ns, timestamp_ns
 from orchestrator.errors import BootFailed
+from orchestrator.models.memory import MemoryReading
 from orchestrator.paths import state_dir
 from orchestrator.probes.meminfo import parse_meminfo
 from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
@@ -169,10 +170,7 @@ class ProcessRuntime:
             mapped, _ = mapped_weight_bytes([proc.pid for proc in _group(pids[0])])
             rchar = max(rchar, mapped)
         return NodeSample(
-            mem_free=mem.mem_free,
-            mem_available=mem.mem_available,
-            cached=mem.cached,
-            dirty=mem.dirty,
+            memory=MemoryReading.of(mem),
             rchar=rchar if pids else None,
             read_bytes=read_bytes if pids else None,
             loadavg=os.getloadavg()[0],

@@ -32,14 +32,7 @@ def rank_specs(plan: LaunchPlan, inventory: Inventory) -> list[RankSpec]:
 
 def sample_fields(s: NodeSample) -> dict[str, int | None]:
     """A node sample as the supervisor's `Sample` event fields."""
-    return {
-        "mem_free": s.mem_free,
-        "mem_available": s.mem_available,
-        "cached": s.cached,
-        "dirty": s.dirty,
-        "rchar": s.rchar,
-        "read_bytes": s.read_bytes,
-    }
+    return {**s.memory.model_dump(), "rchar": s.rchar, "read_bytes": s.read_bytes}
 
 
 def exit_event(rank: int, state: ExitState, ts: float) -> RankExited | None:

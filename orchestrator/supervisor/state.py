@@ -9,6 +9,7 @@ from orchestrator.dialects.base import PHASE_OF
 from orchestrator.dialects.reader import Milestone, may_mark, parse_line
 from orchestrator.dialects.timestamps import strip_timestamps
 from orchestrator.logtail import extend_tail
+from orchestrator.models.memory import MemoryReading
 from orchestrator.models.run import (
     Event,
     HeadReady,
@@ -54,10 +55,7 @@ class RankState:
     progress_at: float | None = None  # last time bytes or milestones moved
     lost_since: float | None = None
     lost_reason: str = ""
-    mem_free: int | None = None
-    mem_available: int | None = None
-    cached: int | None = None
-    dirty: int | None = None
+    memory: MemoryReading = field(default_factory=MemoryReading)  # the node's, last sampled
 
     @property
     def shown_phase(self) -> RankPhase:
@@ -162,10 +160,7 @@ def _on_logs(r: RankState, ts: float, raw_lines: Sequence[str]) -> RankState:
 
 def _on_sample(r: RankState, e: Sample) -> RankState:
     changes: dict[str, object] = {
-        "mem_free": e.mem_free,
-        "mem_available": e.mem_available,
-        "cached": e.cached,
-        "dirty": e.dirty,
+        "memory": MemoryReading.of(e),
         "last_signal_at": e.ts,
         "lost_since": None,
     }

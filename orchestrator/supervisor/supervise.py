@@ -123,7 +123,7 @@ class Supervisor:
                     self.fold(NodeBack(ts=now, rank=spec.rank))
                 self.fold(Sample(ts=now, rank=spec.rank, **sample_fields(s)))
                 with samples.open("a") as fh:
-                    fh.write(json.dumps({"ts": now, **s.__dict__}) + "\n")
+                    fh.write(json.dumps({"ts": now, **s.as_json()}) + "\n")
                 self.container_states[spec.rank] = state.status
                 self._note_exit(spec, state)
             elapsed = self.clock() - started

@@ -32,6 +32,8 @@ class RankRow(BaseModel):
     expected_bytes: int | None = None
     rate_bps: float | None = None
     eta_s: float | None = None
+    # Three of the node's MemoryReading (models/memory.py), kept flat and in this place in the
+    # row: status.json's keys and their order (docs/operating.md); no column shows Dirty.
     mem_free: int | None = None
     mem_available: int | None = None
     cached: int | None = None
@@ -110,9 +112,9 @@ def build_view(
                 expected_bytes=exp,
                 rate_bps=r.read_rate,
                 eta_s=r.eta_s(exp),
-                mem_free=r.mem_free,
-                mem_available=r.mem_available,
-                cached=r.cached,
+                mem_free=r.memory.mem_free,
+                mem_available=r.memory.mem_available,
+                cached=r.memory.cached,
                 barrier_slack_s=barrier_slack(s, r, now, cfg),
                 last_line=r.last_line[-160:],
                 signal_age_s=None if r.last_signal_at is None else now - r.last_signal_at,

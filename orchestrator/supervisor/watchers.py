@@ -332,16 +332,17 @@ def watch_page_cache(s: BootState, cfg: WatchConfig) -> list[Finding]:
     for r in s.ranks:
         if r.phase not in (RankPhase.loading, RankPhase.initializing, RankPhase.loaded):
             continue
-        starved = r.mem_free is not None and r.mem_free < cfg.mem_free_floor
-        if starved and r.cached is not None and r.cached > cfg.mem_free_floor:
+        m = r.memory
+        starved = m.mem_free is not None and m.mem_free < cfg.mem_free_floor
+        if starved and m.cached is not None and m.cached > cfg.mem_free_floor:
             findings.append(
                 _warning(
                     "page-cache",
                     r.rank,
                     message=(
-                        f"rank {r.rank} ({r.node}): MemFree {_gib(r.mem_free)} is under the "
-                        f"{_gib(cfg.mem_free_floor)} floor while Cached is {_gib(r.cached)} "
-                        f"(MemAvailable {_gib(r.mem_available)}); on GB10 the GPU sees MemFree"
+                        f"rank {r.rank} ({r.node}): MemFree {_gib(m.mem_free)} is under the "
+                        f"{_gib(cfg.mem_free_floor)} floor while Cached is {_gib(m.cached)} "
+                        f"(MemAvailable {_gib(m.mem_available)}); on GB10 the GPU sees MemFree"
                     ),
                     advice=(
                         "do NOT drop caches (seed 002: it wiped the warm NFS cache, 40 min → "
