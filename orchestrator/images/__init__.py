@@ -49,7 +49,6 @@ from orchestrator.images.model import (
     EventSink,
     HopOutcome,
     HopStatus,
-    Mode,
     NodeAction,
     NodeResult,
     NodeState,
@@ -85,6 +84,7 @@ from orchestrator.images.rounds import (
     parse_chain_line,
 )
 from orchestrator.images.source import resolve_source
+from orchestrator.models.push import Mode
 
 __all__ = [
     "CHUNK",

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.errors import ClusterError
 from orchestrator.images.context import _Ctx, _quint
-from orchestrator.images.model import Compression, Mode, PushEvent, Source, SourceKind
+from orchestrator.images.model import Compression, PushEvent, Source, SourceKind
 from orchestrator.images.nodes import run_bounded
 from orchestrator.images.pump import _os_pipe, _Progress, _pump_copy, _pump_direct, _Stream
 from orchestrator.images.rounds import (
@@ -23,6 +23,7 @@ from orchestrator.images.rounds import (
     parse_chain_line,
 )
 from orchestrator.images.source import _open_source
+from orchestrator.models.push import Mode
 from orchestrator.transport.base import LineSplitter
 from orchestrator.transport.pipe import Pipe, open_pipe
 

@@ -1,5 +1,6 @@
 """What a push talks about: the source, each node's state, the plan, a hop's outcome, the report,
-the options and the progress events (pydantic and frozen dataclasses; no I/O)."""
+the options and the progress events (pydantic and frozen dataclasses; no I/O). What the weights
+push reports alike (a node as asked, a round, a node's row, the mode) is in `models/push.py`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import ImageError
 from orchestrator.models.inventory import Node
+from orchestrator.models.push import AskedNode, Mode, PushedNode, PushRound
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness
 from orchestrator.probes.image import (
     ChainTools,
@@ -65,15 +67,9 @@ class SourceImage(BaseModel):
         return f"{self.os}/{self.architecture}" if self.os and self.architecture else None
 
 
-class NodeState(BaseModel):
+class NodeState(AskedNode):
     """One node before (or after) a push: its store, the image it holds, its tools."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    node: str
-    rank: int
-    reachable: bool
-    error: str | None = None
     store: ImageStore | None = None
     image: ImageFacts | None = None
     tools: ChainTools | None = None
@@ -93,11 +89,6 @@ class NodeState(BaseModel):
 class Compression(StrEnum):
     zstd = "zstd"
     none = "none"
-
-
-class Mode(StrEnum):
-    chain = "chain"
-    fanout = "fanout"
 
 
 class Problem(BaseModel):
@@ -146,18 +137,10 @@ class NodeAction(StrEnum):
     failed = "failed"
 
 
-class NodeResult(BaseModel):
+class NodeResult(PushedNode):
     """One row of the summary."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    node: str
-    rank: int
     action: NodeAction
-    seconds: float | None = Field(default=None, description="push start to this node's load")
-    received_bytes: int | None = None
-    sends: int = Field(default=0, description="how many times the stream was sent to it")
-    sent_from: str | None = None
     verified: bool | None = None
     identity: str | None = None
     store: str | None = None
@@ -166,16 +149,7 @@ class NodeResult(BaseModel):
     note: str | None = None
 
 
-class RoundReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    round: int
-    source: str
-    mode: Mode
-    mode_reason: str
-    targets: tuple[str, ...]
-    seconds: float
-    wire_bytes: int | None = None
+class RoundReport(PushRound):
     raw_bytes: int | None = None
 
 

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from orchestrator.errors import ImageError
 from orchestrator.images.model import (
     Compression,
-    Mode,
     NodeState,
     Problem,
     PushPlan,
     SourceImage,
     SourceKind,
 )
+from orchestrator.models.push import Mode
 from orchestrator.probes.image import matches_digest, same_image
 
 MIN_RATIO = 1.15  # zstd must shrink the stream by at least this much to be worth it

@@ -20,7 +20,6 @@ from orchestrator.images.model import (
     Compression,
     EventSink,
     HopStatus,
-    Mode,
     NodeAction,
     NodeResult,
     NodeState,
@@ -39,6 +38,7 @@ from orchestrator.images.readiness import probe_exec_ready
 from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.images.source import _open_source, _read_upto, _zstd_size, resolve_source
 from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.models.push import Mode
 from orchestrator.probes.image import (
     ImageIdentity,
     ImageStoreKind,

@@ -124,7 +124,8 @@ FAMILIES: tuple[Family, ...] = (
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|[Hh]opper|cubin|fatbin|"
         r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)|"
         r"(?i:supported in this architecture|unsupported (?:sm|architecture)|no binary for gpu)|"
-        r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU",
+        r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|named symbol not found|"
+        r"cudaErrorSymbolNotFound|computeCapability not supported|(?i:PTX \.?version)",
         "a kernel or build that does not run on this GPU",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)

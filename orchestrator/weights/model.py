@@ -1,5 +1,6 @@
 """What `cluster weights` talks about: a node's holding (what its copy is), the push's options,
-the report per node (pydantic and frozen dataclasses; no I/O)."""
+the report per node (pydantic and frozen dataclasses; no I/O). The fields it shares with the
+image push (a node as asked, a round, a node's row) are in `models/push.py`."""
 
 from __future__ import annotations
 
@@ -10,20 +11,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.errors import WeightsError
+from orchestrator.models.push import AskedNode, PushedNode, PushRound
 
 DEFAULT_ROOT = "/models"
 GIB = 1 << 30
 
 
-class Holding(BaseModel):
+class Holding(AskedNode):
     """One node's copy, as its node program described it (`probe`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    node: str
-    rank: int
-    reachable: bool
-    error: str | None = None
     dest: str = ""
     exists: bool = False
     free_bytes: int | None = None
@@ -53,34 +49,17 @@ class NodeAction(StrEnum):
     failed = "failed"
 
 
-class NodeResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    node: str
-    rank: int
+class NodeResult(PushedNode):
     action: NodeAction
     files_sent: int = 0
     bytes_needed: int = 0
-    received_bytes: int | None = None
-    sends: int = 0
-    sent_from: str | None = None
-    seconds: float | None = None
     manifest_id: str | None = None
     error: str | None = None
 
 
-class RoundReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    round: int
-    source: str
-    mode: str
-    mode_reason: str = ""
-    targets: tuple[str, ...]
+class RoundReport(PushRound):
     files: int
     bytes: int
-    seconds: float
-    wire_bytes: int | None = None
 
 
 class WeightsReport(BaseModel):

@@ -22,13 +22,14 @@ from orchestrator.errors import ConfigError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import ChainKind, _Ctx
-from orchestrator.images.model import Compression, HopStatus, Mode, PushEvent, PushOptions, Source
+from orchestrator.images.model import Compression, HopStatus, PushEvent, PushOptions, Source
 from orchestrator.images.model import SourceKind as ImageSourceKind
 from orchestrator.images.plan import choose_mode
 from orchestrator.images.pump import _spawn_stream, _Stream
 from orchestrator.images.push import chain_ctx
 from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.models.push import Mode
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
 from orchestrator.weights.checks import check_model
 from orchestrator.weights.manifest import manifest_of
@@ -308,7 +309,7 @@ class _Push:
             RoundReport(
                 round=rnd,
                 source=label,
-                mode=mode.value,
+                mode=mode,
                 mode_reason=why,
                 targets=tuple(nodes),
                 files=len(paths),

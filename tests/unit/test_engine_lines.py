@@ -28,6 +28,7 @@ EXPECTED_FILES = {
     "postmortem-sources.yaml",
     "postmortem-kernels-image-memory.yaml",
     "postmortem-net-image-watchdog.yaml",
+    "postmortem-kernel-tokenizer-kv.yaml",
 }
 
 
