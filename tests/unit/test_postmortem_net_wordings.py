@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.postmortem import postmortem_logs
 from orchestrator.postmortem.signatures import load_signatures
+from orchestrator.postmortem.tidy import tidy_line
 from tests.engine_lines import by_id
 
 SIGS = load_signatures()
@@ -83,6 +84,23 @@ NAMED = {
         "torch-nccl-watchdog-debug-dump",
         "watchdog-timeout",
     ),
+    "docker-getimageblob-no-such-file": ("docker-register-layer-failed", "image-unpack-race"),
+    "dockerd-overlay2-readlink-no-such-file": ("image-store-inconsistent", "image-unpack-race"),
+    "dockerd-overlay2-open-no-such-file": ("image-store-inconsistent", "image-unpack-race"),
+    "balena-imagedb-content-no-such-file": ("image-store-inconsistent", "image-unpack-race"),
+    "nccl-ib-async-event-port-error": ("transport-failed-under-a-collective", "rendezvous-network"),
+    "nccl-ib-async-event-local-catastrophic": (
+        "transport-failed-under-a-collective",
+        "rendezvous-network",
+    ),
+    "nccl-ib-async-event-wq-error-autolinked": (
+        "transport-failed-under-a-collective",
+        "rendezvous-network",
+    ),
+    "nccl-ib-async-fatal-event-format": (
+        "transport-failed-under-a-collective",
+        "rendezvous-network",
+    ),
 }
 
 
@@ -141,6 +159,16 @@ def test_a_specific_failure_outranks_the_watchdogs_dump_lines(tmp_path: Path) ->
         "node1:12:34 [0] NCCL INFO Bootstrap : Using enp1s0f1np1:10.0.0.1<0>",
         "[rank0]:[W socket.cpp:464] [c10d] The server socket on [::ffff:10.0.0.1]:25000 has "
         "timed out, will retry.",
+        # the HCA's informational events
+        "node1:1:2 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_0:1 Got async event : "
+        "port active",
+        "node1:1:2 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client "
+        "reregistration",
+        # cAdvisor looking for a container's layer that is gone: monitoring noise, not the image
+        "E0731 23:40:51.184440       7 manager.go:1106] Failed to create existing container: "
+        "/docker/eeda77f2: failed to identify the read-write layer ID for container "
+        '"eeda77f2". - open /rootfs/var/lib/docker/image/overlay2/layerdb/mounts/eeda77f2/'
+        "mount-id: no such file or directory",
     ],
 )
 def test_healthy_lines_and_look_alikes_are_not_these_signatures(text: str) -> None:
@@ -154,4 +182,29 @@ def test_healthy_lines_and_look_alikes_are_not_these_signatures(text: str) -> No
         "vllm-engine-iteration-timeout",
         "torch-nccl-watchdog-debug-dump",
         "nccl-peer-connection-failed",
+        "transport-failed-under-a-collective",
+        "image-store-inconsistent",
     }, named
+
+
+@pytest.mark.parametrize(
+    ("pasted", "tidied"),
+    [
+        (
+            "node201:1:2 [0] transport/[net_ib.cc:101](http://net_ib.cc:101/) NCCL WARN NET/IB : x",
+            "node201:1:2 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : x",
+        ),
+        (
+            "Got completion from peer [10.1.3.201](http://10.1.3.201/)<33057> with status=9",
+            "Got completion from peer 10.1.3.201<33057> with status=9",
+        ),
+        (
+            "[/opt/gloo/transport/tcp/[pair.cc:799](http://pair.cc:799)] connect [10.0.0.2]:1: x",
+            "[/opt/gloo/transport/tcp/pair.cc:799] connect [10.0.0.2]:1: x",
+        ),
+        # a link the user wrote keeps its address
+        ("see [the docs](https://docs.vllm.ai/)", "see [the docs](https://docs.vllm.ai/)"),
+    ],
+)
+def test_the_tidy_takes_off_a_trackers_auto_links(pasted: str, tidied: str) -> None:
+    assert tidy_line(pasted) == tidied
