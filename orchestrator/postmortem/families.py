@@ -161,9 +161,10 @@ FAMILIES: tuple[Family, ...] = (
         r"EntryNotFound|RepositoryNotFound|RevisionNotFound|GatedRepo|HFValidation|HfHubHTTP|"
         r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$|JSONDecodeError|"
         r"DisabledRepo|RevisionResolution|LocalTokenNotFound|CorruptedCache|CachedRepoTreeNotFound|"
-        r"IncompleteSnapshot|TokenizerException|MistralCommonException",
+        r"IncompleteSnapshot|TokenizerException|MistralCommonException|"
+        r"^Template(?:Syntax|Runtime)?Error$|^UndefinedError$",
         None,
-        "the Hugging Face hub or the model config",
+        "the Hugging Face hub, the model config or its chat template",
     ),
     _f(
         "weights-files",
@@ -172,6 +173,16 @@ FAMILIES: tuple[Family, ...] = (
         r"UnpicklingError|AssertionError|IndexError|TypeError",
         _WEIGHT_WORDS,
         "the weight files",
+    ),
+    # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
+    # this transformers does not know, i.e. the model is newer than the image's transformers
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"^KeyError$",
+        None,
+        "a model type the installed transformers does not know",
+        frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
     _f(
         "tokenizer-config",
