@@ -20,13 +20,32 @@ SIGS = load_signatures()
 
 # fixture id -> (signature it must name, category of a log holding only that line)
 NAMED = {
-    "runc-exec-entrypoint-no-such-file": ("container-exec-stat-no-such-file", "image-unpack-race"),
+    "runc-exec-entrypoint-no-such-file": (
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
     "runc-exec-entrypoint-no-such-file-compose": (
-        "container-exec-stat-no-such-file",
+        "container-program-or-interpreter-missing",
         "image-unpack-race",
     ),
     "tini-exec-entrypoint-failed-no-such-file": (
-        "container-exec-stat-no-such-file",
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
+    "runc-standard-init-exec-no-such-file-colon": (
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
+    "runc-standard-init-exec-no-such-file-quoted": (
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
+    "qemu-x86-64-loader-missing": (
+        "amd64-program-under-qemu-without-its-loader",
+        "image-unpack-race",
+    ),
+    "qemu-x86-64-static-loader-missing": (
+        "amd64-program-under-qemu-without-its-loader",
         "image-unpack-race",
     ),
     "ctr-import-content-digest-not-found": (
@@ -175,6 +194,7 @@ def test_healthy_lines_and_look_alikes_are_not_these_signatures(text: str) -> No
     named = {c.sig.id for c in SIGS.match_text(text)}
     assert not named & {
         "container-exec-stat-no-such-file",
+        "container-program-or-interpreter-missing",
         "image-pull-refused-by-registry",
         "gloo-pair-connect-failed",
         "ray-gcs-unreachable",
