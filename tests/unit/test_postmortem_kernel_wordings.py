@@ -36,6 +36,8 @@ def _category(tmp_path: Path, text: str) -> str:
         ("vllm-mistral-tokenizer-no-attribute", "tokenizer-config"),
         ("vllm-qwen2-tokenizer-no-attribute-transformers5", "tokenizer-config"),
         ("transformers-config-mapping-keyerror-qwen2", "tokenizer-config"),
+        ("transformers-does-not-appear-to-have-files-named-shards", "weights-files"),
+        ("vllm-pydantic-value-error-limit-mm-per-prompt", "config-validator-refusal"),
     ],
 )
 def test_each_new_public_wording_names_its_category(
