@@ -116,6 +116,14 @@ NAMED = {
         "transport-failed-under-a-collective",
         "rendezvous-network",
     ),
+    "torch-tcpstore-connect-timed-out-old": ("torch-store-connect-timeout", "rendezvous-network"),
+    "nccl-invalid-comm-id-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
+    "nccl-getaddrinfo-failed-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
+    "nccl-no-valid-ipv4-pair-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
+    "torch-nccl-global-timeout-from-another-rank-fragment": (
+        "torch-nccl-watchdog-debug-dump",
+        "watchdog-timeout",
+    ),
     "nccl-ib-async-fatal-event-format": (
         "transport-failed-under-a-collective",
         "rendezvous-network",
