@@ -116,6 +116,20 @@ NAMED = {
         "transport-failed-under-a-collective",
         "rendezvous-network",
     ),
+    "podman-no-image-in-manifest-list-arm64": (
+        "image-has-no-build-for-this-platform",
+        "image-unpack-race",
+    ),
+    "crio-no-image-in-manifest-list-crictl": (
+        "image-has-no-build-for-this-platform",
+        "image-unpack-race",
+    ),
+    "podman-no-image-in-image-index-amd64": (
+        "image-has-no-build-for-this-platform",
+        "image-unpack-race",
+    ),
+    "containerd-ingest-no-space-left": ("docker-register-layer-failed", "image-unpack-race"),
+    "podman-writing-blob-no-space": ("docker-register-layer-failed", "image-unpack-race"),
     "torch-tcpstore-connect-timed-out-old": ("torch-store-connect-timeout", "rendezvous-network"),
     "nccl-invalid-comm-id-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
     "nccl-getaddrinfo-failed-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
