@@ -125,7 +125,8 @@ FAMILIES: tuple[Family, ...] = (
         r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)|"
         r"(?i:supported in this architecture|unsupported (?:sm|architecture)|no binary for gpu)|"
         r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|named symbol not found|"
-        r"cudaErrorSymbolNotFound|computeCapability not supported|(?i:PTX \.?version)",
+        r"cudaErrorSymbolNotFound|computeCapability not supported|(?i:PTX \.?version)|"
+        r"_STATUS_ARCH_MISMATCH|[Uu]nsupported GPU\b|UNSUPPORTED_PTX_VERSION|UnsupportedPtxVersion",
         "a kernel or build that does not run on this GPU",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)

@@ -27,6 +27,7 @@ def _category(tmp_path: Path, text: str) -> str:
         ("triton-accelerate-matmul-compute-capability-not-supported", "unsupported-arch-kernel"),
         ("torch-accelerator-error-named-symbol-not-found-b200", "unsupported-arch-kernel"),
         ("tvm-cuda-error-no-binary-for-gpu", "unsupported-arch-kernel"),
+        ("cublas-status-arch-mismatch", "unsupported-arch-kernel"),
         ("torch-current-install-supports-capabilities-sm120", "unsupported-arch-kernel"),
         ("sglang-not-enought-memory-typo", "kv-cache-budget"),
         ("vllm-to-serve-at-least-one-request-head", "kv-cache-budget"),
@@ -70,6 +71,8 @@ def test_a_keyerror_is_a_model_type_only_when_transformers_auto_mapping_raised_i
         ("jinja2.exceptions.TemplateError", "Conversation roles must alternate user/assistant", "tokenizer-config"),
         ("RuntimeError", "CUDA error: named symbol not found", "unsupported-arch-kernel"),
         ("RuntimeError", "PTX .version 8.4 does not support .target sm_120a", "unsupported-arch-kernel"),
+        ("RuntimeError", "CUDA driver error: CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "unsupported-arch-kernel"),
+        ("AssertionError", "Unsupported GPU: NVIDIA GB10", "unsupported-arch-kernel"),
     ],
 )  # fmt: skip
 def test_the_fallback_families_know_the_new_classes_and_phrases(
