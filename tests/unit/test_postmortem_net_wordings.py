@@ -40,6 +40,18 @@ NAMED = {
         "container-program-or-interpreter-missing",
         "image-unpack-race",
     ),
+    "runc-exec-entrypoint-permission-denied": (
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
+    "runc-exec-entrypoint-permission-denied-no-colon": (
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
+    "runc-container-linux-exec-permission-denied": (
+        "container-program-or-interpreter-missing",
+        "image-unpack-race",
+    ),
     "qemu-x86-64-loader-missing": (
         "amd64-program-under-qemu-without-its-loader",
         "image-unpack-race",
