@@ -114,12 +114,20 @@ FAMILIES: tuple[Family, ...] = (
     # architecture`): the engines' Triton FP8 kernels on such GPUs are the fused-MoE ones (dense
     # FP8 takes Marlin/CUTLASS there), so the MoE runner cannot run here (the corpus README's
     # rule); low, since other FP8 Triton kernels (block-scaled GEMMs, some attention) exist
-    _f("moe-runner", "low", None, r"fp8e4nv|f8e4m3nv", "a Triton FP8 MoE kernel below sm_90"),
+    # (not when the message names the attention path: vLLM's Triton attention/MLA backends refuse
+    # an FP8 KV cache below SM89 in the same words, and that is the GPU's, not the MoE runner's)
+    _f(
+        "moe-runner",
+        "low",
+        None,
+        r"^(?!.*(?:[Aa]ttention|KV cache|MLA backend)).*(?:fp8e4nv|f8e4m3nv)",
+        "a Triton FP8 MoE kernel below sm_90",
+    ),
     _f(
         "unsupported-arch-kernel",
         "medium",
         None,
-        r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
+        r"no kernel image|(?i:\bsm[_ ]?(?:1[0-2][0-9x]|[89][0-9x])[af]?\b)|compute capability|"
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|[Hh]opper|cubin|fatbin|"
         r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)|"

@@ -28,6 +28,9 @@ def _category(tmp_path: Path, text: str) -> str:
         ("torch-accelerator-error-named-symbol-not-found-b200", "unsupported-arch-kernel"),
         ("tvm-cuda-error-no-binary-for-gpu", "unsupported-arch-kernel"),
         ("cublas-status-arch-mismatch", "unsupported-arch-kernel"),
+        ("sglang-cutedsl-dual-gemm-requires-sm10x", "unsupported-arch-kernel"),
+        ("sglang-cutedsl-paged-mqa-logits-only-sm100-family", "unsupported-arch-kernel"),
+        ("sglang-nunchaku-currently-only-supported-on-ampere-sm12x", "unsupported-arch-kernel"),
         ("torch-current-install-supports-capabilities-sm120", "unsupported-arch-kernel"),
         ("sglang-not-enought-memory-typo", "kv-cache-budget"),
         ("vllm-to-serve-at-least-one-request-head", "kv-cache-budget"),
@@ -73,6 +76,9 @@ def test_a_keyerror_is_a_model_type_only_when_transformers_auto_mapping_raised_i
         ("RuntimeError", "PTX .version 8.4 does not support .target sm_120a", "unsupported-arch-kernel"),
         ("RuntimeError", "CUDA driver error: CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "unsupported-arch-kernel"),
         ("AssertionError", "Unsupported GPU: NVIDIA GB10", "unsupported-arch-kernel"),
+        ("RuntimeError", "cutedsl_bf16_gemm requires an SM10x GPU", "unsupported-arch-kernel"),
+        ("ValueError", "FP8 KV cache is not supported by the Triton attention backend on NVIDIA A10 (compute capability 86); native FP8 (fp8e4nv) requires SM89+.", "unsupported-arch-kernel"),
+        ("ValueError", "type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')", "moe-runner"),
     ],
 )  # fmt: skip
 def test_the_fallback_families_know_the_new_classes_and_phrases(
