@@ -142,6 +142,14 @@ NAMED = {
     ),
     "containerd-ingest-no-space-left": ("docker-register-layer-failed", "image-unpack-race"),
     "podman-writing-blob-no-space": ("docker-register-layer-failed", "image-unpack-race"),
+    "torch-nccl-unique-id-store-socket-timeout": (
+        "torch-nccl-unique-id-not-received",
+        "rendezvous-network",
+    ),
+    "torch-nccl-unique-id-store-wait-timeout": (
+        "torch-nccl-unique-id-not-received",
+        "rendezvous-network",
+    ),
     "torch-tcpstore-connect-timed-out-old": ("torch-store-connect-timeout", "rendezvous-network"),
     "nccl-invalid-comm-id-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
     "nccl-getaddrinfo-failed-format": ("nccl-bootstrap-address-unusable", "rendezvous-network"),
