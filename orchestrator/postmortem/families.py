@@ -114,18 +114,27 @@ FAMILIES: tuple[Family, ...] = (
     # architecture`): the engines' Triton FP8 kernels on such GPUs are the fused-MoE ones (dense
     # FP8 takes Marlin/CUTLASS there), so the MoE runner cannot run here (the corpus README's
     # rule); low, since other FP8 Triton kernels (block-scaled GEMMs, some attention) exist
-    _f("moe-runner", "low", None, r"fp8e4nv|f8e4m3nv", "a Triton FP8 MoE kernel below sm_90"),
+    # (not when the message names the attention path: vLLM's Triton attention/MLA backends refuse
+    # an FP8 KV cache below SM89 in the same words, and that is the GPU's, not the MoE runner's)
+    _f(
+        "moe-runner",
+        "low",
+        None,
+        r"^(?!.*(?:[Aa]ttention|KV cache|MLA backend)).*(?:fp8e4nv|f8e4m3nv)",
+        "a Triton FP8 MoE kernel below sm_90",
+    ),
     _f(
         "unsupported-arch-kernel",
         "medium",
         None,
-        r"no kernel image|(?i:\bsm_?(?:1[0-2][0-9]|[89][0-9])[af]?\b)|compute capability|"
+        r"no kernel image|(?i:\bsm[_ ]?(?:1[0-2][0-9x]|[89][0-9x])[af]?\b)|compute capability|"
         r"(?i:unsupported (?:gpu |cuda )?arch)|not compiled for|invalid device function|"
         r"NO_BINARY_FOR_GPU|(?i:ptxas)|[Bb]lackwell|[Hh]opper|cubin|fatbin|"
         r"(?i:not supported on (?:this|your) (?:gpu|device)|gpu architecture|illegal instruction)|"
         r"(?i:supported in this architecture|unsupported (?:sm|architecture)|no binary for gpu)|"
         r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|named symbol not found|"
-        r"cudaErrorSymbolNotFound|computeCapability not supported|(?i:PTX \.?version)",
+        r"cudaErrorSymbolNotFound|computeCapability not supported|(?i:PTX \.?version)|"
+        r"_STATUS_ARCH_MISMATCH|[Uu]nsupported GPU\b|UNSUPPORTED_PTX_VERSION|UnsupportedPtxVersion",
         "a kernel or build that does not run on this GPU",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)
@@ -161,9 +170,10 @@ FAMILIES: tuple[Family, ...] = (
         r"EntryNotFound|RepositoryNotFound|RevisionNotFound|GatedRepo|HFValidation|HfHubHTTP|"
         r"OfflineModeIsEnabled|CacheNotFound|TokenizerError|ConfigError$|JSONDecodeError|"
         r"DisabledRepo|RevisionResolution|LocalTokenNotFound|CorruptedCache|CachedRepoTreeNotFound|"
-        r"IncompleteSnapshot|TokenizerException|MistralCommonException",
+        r"IncompleteSnapshot|TokenizerException|MistralCommonException|"
+        r"^Template(?:Syntax|Runtime)?Error$|^UndefinedError$",
         None,
-        "the Hugging Face hub or the model config",
+        "the Hugging Face hub, the model config or its chat template",
     ),
     _f(
         "weights-files",
@@ -172,6 +182,16 @@ FAMILIES: tuple[Family, ...] = (
         r"UnpicklingError|AssertionError|IndexError|TypeError",
         _WEIGHT_WORDS,
         "the weight files",
+    ),
+    # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
+    # this transformers does not know, i.e. the model is newer than the image's transformers
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"^KeyError$",
+        None,
+        "a model type the installed transformers does not know",
+        frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
     _f(
         "tokenizer-config",

@@ -4,9 +4,10 @@ Logs given with `--logs` were often copied from a terminal, a compose stack or a
 tracker, which dress each line: colour codes (real ESC bytes, or the literal ` [36m`,
 `^[[0;36m`, `#033[2m`, `\\x1b[...m` a tracker or syslog left behind, `<font color=...>`),
 docker-compose's `service  | ` column, Ray's `(pid=123, ip=10.0.0.2)` / `(raylet)` prefix,
-Markdown quoting (`> `, backticks around a line), line numbers from a pasted file, and hard
-wraps at a fixed width that cut a message mid-word. Patterns are written against what the
-program printed, so the dressing comes off first.
+Markdown quoting (`> `, backticks around a line), a tracker's auto-links of file names and
+addresses, line numbers from a pasted file, and hard wraps at a fixed width that cut a message
+mid-word. Patterns are written against what the program printed, so the dressing comes off
+first.
 
 The line count never changes, so evidence still points at the pasted file's own lines: a
 hard-wrapped message is joined onto its first line and its continuation lines are left empty.
@@ -45,6 +46,15 @@ _QUOTE = re.compile(r"^\s*(?:> ?)+")  # `> `, `>> `, `> > ` (a quote of a quote)
 _BACKTICKS = re.compile(r"^\s*`{1,3}(.*?)`{1,3}\s*$")
 _LINE_NO = re.compile(r"^\s{0,4}\d{1,5}(?:\s*[|│]\s|:\s(?=\S)|\t(?=\S))")  # `12 | `, `12: `, `12\t`
 _QUOTED = re.compile(r'^\s*"(.*)"\s*$')
+# A tracker's auto-link of text that looks like an address: `[net_ib.cc:101](http://net_ib.cc:101/)`,
+# `[10.1.3.201](http://10.1.3.201/)` (a paste copied from the rendered page). The link goes when
+# its text is its own address; a link the user wrote (`[docs](https://...)`) stays.
+_AUTOLINK = re.compile(r"\[([^\[\]\s]+)\]\(https?://([^)\s]+)\)")
+
+
+def _unlink(m: re.Match[str]) -> str:
+    return m.group(1) if m.group(2).rstrip("/") == m.group(1) else m.group(0)
+
 
 WRAP_MIN = 60  # a width under this is not a terminal's or a tracker's wrap
 # A line that starts like a log record is a record of its own, never the tail of a wrapped one
@@ -72,6 +82,8 @@ def tidy_line(line: str) -> str:
             text = text.lstrip(" \t")
     if not text.isascii():
         text = text.translate(_QUOTES)
+    if "](http" in text:
+        text = _AUTOLINK.sub(_unlink, text)
     if "│" in text or "┃" in text or "║" in text:
         text = _BOX.sub("", text)
     for prefix in (_QUOTE, _COMPOSE, _RAY):

@@ -27,6 +27,7 @@ EXPECTED_FILES = {
     "postmortem-train.yaml",
     "postmortem-sources.yaml",
     "postmortem-kernels-image-memory.yaml",
+    "postmortem-net-image-watchdog.yaml",
     "postmortem-kernel-tokenizer-kv.yaml",
 }
 
