@@ -84,7 +84,10 @@ _MOE_FRAMES = (
 _MOE_WORDS = (
     r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_|[Ff]used_?[Mm]o[Ee]|DeepEP|deep_ep|[Gg]rouped ?GEMM|"
     r"[Mm]arlin ?MoE|[Cc]utlass ?MoE|TritonExperts|topk_ids|top_?k.*experts|w13_|w2_weight|"
-    r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align"
+    r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align|"
+    # FlashInfer's kernel names (`trtllm_fp8_block_scale_moe`), MegaMOE, env flags (`..._MOE_FP4`),
+    # the expert classes spelled together (`CPUExpertsFp8`, `CutlassExpertsW4A8Fp8`)
+    r"_moe\b|_MOE_|\bMOE\b|Mega ?MOE|[A-Za-z]Experts[A-Z0-9]"
 )
 # the weight files themselves or the loader's shape checks (vLLM weight_utils / default_loader,
 # SGLang model_loader/weight_utils, safetensors, torch.load): a shard, a tensor that does not fit
