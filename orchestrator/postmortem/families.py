@@ -263,6 +263,17 @@ FAMILIES: tuple[Family, ...] = (
         r"invalid|requires|not compatible|incompatible",
         "the engine refusing the flags or backend for this model",
     ),
+    # a ValueError in the engine's argument/config checks says what a value must be (vLLM
+    # config/*.py, arg_utils: "must be greater than", "can only be set with", "Cannot set both")
+    _f(
+        "config-validator-refusal",
+        "low",
+        r"^(?:ValueError|VLLMValidationError|ArgumentTypeError|ArgumentError)$",
+        r"\bmust (?:be|not|have|match|contain|declare)\b|\bcan only be (?:set|used)\b|"
+        r"[Cc]annot (?:set|use|specify|combine|enable)\b|should only be set|exceeds the maximum|"
+        r"is only (?:applicable|allowed|valid)",
+        "the engine's argument checks refusing a value",
+    ),
     _f(
         "config-validator-refusal",
         "low",
