@@ -260,7 +260,8 @@ FAMILIES: tuple[Family, ...] = (
         r"Exception",
         r"(?i)not supported|does not support|unsupported|not implemented|divisible by|"
         r"head ?(?:size|dim)|backend|quantization|dtype|is not valid|only supports?|"
-        r"invalid|requires|not compatible|incompatible",
+        r"invalid|requires|not compatible|incompatible|does not yet support|not yet supported|"
+        r"mutually exclusive|cannot be combined",
         "the engine refusing the flags or backend for this model",
     ),
     # a ValueError in the engine's argument/config checks says what a value must be (vLLM
@@ -271,7 +272,8 @@ FAMILIES: tuple[Family, ...] = (
         r"^(?:ValueError|VLLMValidationError|ArgumentTypeError|ArgumentError)$",
         r"\bmust (?:be|not|have|match|contain|declare)\b|\bcan only be (?:set|used)\b|"
         r"[Cc]annot (?:set|use|specify|combine|enable)\b|should only be set|exceeds the maximum|"
-        r"is only (?:applicable|allowed|valid)",
+        r"is only (?:applicable|allowed|valid)|\bmust divide\b|is required when|"
+        r"should be (?:in range|a|an|one of)\b|has no effect without|\bneeds --",
         "the engine's argument checks refusing a value",
     ),
     _f(

@@ -86,6 +86,9 @@ def test_a_keyerror_is_a_model_type_only_when_transformers_auto_mapping_raised_i
         ("ValueError", "--mamba-block-size can only be set with --enable-prefix-caching", "config-validator-refusal"),
         ("ValueError", "Expected num_speculative_tokens to be greater than zero (0).", None),
         ("ValueError", "Cannot set both `pooling_type` and `seq_pooling_type`", "config-validator-refusal"),
+        # SGLang server_args checks
+        ("ValueError", "--enable-lmcache and --enable-hierarchical-cache are mutually exclusive", "config-validator-refusal"),
+        ("ValueError", "--dcp-size 4 must divide --tp-size 6.", "config-validator-refusal"),
         # vLLM fused_moe / FlashInfer: kernel names ending in _moe, MegaMOE, expert classes
         ("ImportError", "Can't import trtllm_fp8_block_scale_moe from flashinfer. Please check flashinfer version.", "moe-runner"),
         ("NotImplementedError", "CPUExpertsFp8 does not support apply_router_weight_on_input=True.", "moe-runner"),
