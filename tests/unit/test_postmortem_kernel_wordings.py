@@ -28,6 +28,7 @@ def _category(tmp_path: Path, text: str) -> str:
         ("torch-accelerator-error-named-symbol-not-found-b200", "unsupported-arch-kernel"),
         ("tvm-cuda-error-no-binary-for-gpu", "unsupported-arch-kernel"),
         ("cublas-status-arch-mismatch", "unsupported-arch-kernel"),
+        ("shell-illegal-instruction-core-dumped-vllm", "unsupported-arch-kernel"),
         ("sglang-cutedsl-dual-gemm-requires-sm10x", "unsupported-arch-kernel"),
         ("sglang-cutedsl-paged-mqa-logits-only-sm100-family", "unsupported-arch-kernel"),
         ("sglang-nunchaku-currently-only-supported-on-ampere-sm12x", "unsupported-arch-kernel"),
