@@ -84,7 +84,10 @@ _MOE_FRAMES = (
 _MOE_WORDS = (
     r"MoE|Moe[A-Z]|[Ee]xperts?\b|moe_|[Ff]used_?[Mm]o[Ee]|DeepEP|deep_ep|[Gg]rouped ?GEMM|"
     r"[Mm]arlin ?MoE|[Cc]utlass ?MoE|TritonExperts|topk_ids|top_?k.*experts|w13_|w2_weight|"
-    r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align"
+    r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align|"
+    # FlashInfer's kernel names (`trtllm_fp8_block_scale_moe`), MegaMOE, env flags (`..._MOE_FP4`),
+    # the expert classes spelled together (`CPUExpertsFp8`, `CutlassExpertsW4A8Fp8`)
+    r"_moe\b|_MOE_|\bMOE\b|Mega ?MOE|[A-Za-z]Experts[A-Z0-9]"
 )
 # the weight files themselves or the loader's shape checks (vLLM weight_utils / default_loader,
 # SGLang model_loader/weight_utils, safetensors, torch.load): a shard, a tensor that does not fit
@@ -257,8 +260,21 @@ FAMILIES: tuple[Family, ...] = (
         r"Exception",
         r"(?i)not supported|does not support|unsupported|not implemented|divisible by|"
         r"head ?(?:size|dim)|backend|quantization|dtype|is not valid|only supports?|"
-        r"invalid|requires|not compatible|incompatible",
+        r"invalid|requires|not compatible|incompatible|does not yet support|not yet supported|"
+        r"mutually exclusive|cannot be combined",
         "the engine refusing the flags or backend for this model",
+    ),
+    # a ValueError in the engine's argument/config checks says what a value must be (vLLM
+    # config/*.py, arg_utils: "must be greater than", "can only be set with", "Cannot set both")
+    _f(
+        "config-validator-refusal",
+        "low",
+        r"^(?:ValueError|VLLMValidationError|ArgumentTypeError|ArgumentError)$",
+        r"\bmust (?:be|not|have|match|contain|declare)\b|\bcan only be (?:set|used)\b|"
+        r"[Cc]annot (?:set|use|specify|combine|enable)\b|should only be set|exceeds the maximum|"
+        r"is only (?:applicable|allowed|valid)|\bmust divide\b|is required when|"
+        r"should be (?:in range|a|an|one of)\b|has no effect without|\bneeds --",
+        "the engine's argument checks refusing a value",
     ),
     _f(
         "config-validator-refusal",

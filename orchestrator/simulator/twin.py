@@ -119,7 +119,13 @@ def make_twin(
         connect=t.connect,
         image=t.image,
         exec_ready=t.exec_ready,
-        rendezvous=scale.seconds(t.rendezvous),
+        # Launch skew does not shrink with the scale: a recipe's default bound (600 s, 2.5 s
+        # under 1/240) keeps the floor the simulator gives the engine's own rendezvous default
+        # (timescale.FLOOR_S), or eight ranks started seconds apart on a busy host would be
+        # RENDEZVOUS_STALLED; a bound the recipe sets is scaled exactly.
+        rendezvous=scale.timeout(
+            t.rendezvous, explicit="rendezvous" in t.model_fields_set, floor="rendezvous"
+        ),
         weights=scale.seconds(t.weights),
         barrier=scale.seconds(t.barrier),
         ready=scale.seconds(t.ready),

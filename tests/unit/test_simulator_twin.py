@@ -61,6 +61,19 @@ def test_entrypoints_keep_their_subcommand() -> None:
     ]
 
 
+def test_the_rendezvous_bound_keeps_a_real_time_floor_unless_the_recipe_sets_it() -> None:
+    # CI: a 600 s default scaled to 2.5 s (1/240) named the last of eight ranks, started seconds
+    # after the first on a busy 2-core host, RENDEZVOUS_STALLED before it could print a line.
+    real = resolve_recipe("mistral-large4-8x-sglang")
+    assert "rendezvous" not in real.timeouts.model_fields_set
+    assert make_twin(real, 1 / 240).timeouts.rendezvous == pytest.approx(60.0)
+    explicit = real.model_copy(
+        update={"timeouts": real.timeouts.model_copy(update={"rendezvous": 1200.0})}
+    )
+    explicit.timeouts.model_fields_set.add("rendezvous")
+    assert make_twin(explicit, 1 / 240).timeouts.rendezvous == pytest.approx(5.0)
+
+
 def test_engine_time_and_size_scale_by_one_factor_and_real_infrastructure_time_does_not() -> None:
     real = resolve_recipe("mistral-large4-8x-sglang")
     twin = make_twin(real, 1 / 480)
