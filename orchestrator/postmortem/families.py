@@ -87,7 +87,8 @@ _MOE_WORDS = (
     r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align|"
     # FlashInfer's kernel names (`trtllm_fp8_block_scale_moe`), MegaMOE, env flags (`..._MOE_FP4`),
     # the expert classes spelled together (`CPUExpertsFp8`, `CutlassExpertsW4A8Fp8`)
-    r"_moe\b|_MOE_|\bMOE\b|Mega ?MOE|[A-Za-z]Experts[A-Z0-9]"
+    # (not a quoted model type: `KeyError: 'qwen3_moe'` is a transformers too old for the model)
+    r"_moe\b(?!')|_MOE_|\bMOE\b|Mega ?MOE|[A-Za-z]Experts[A-Z0-9]"
 )
 # the weight files themselves or the loader's shape checks (vLLM weight_utils / default_loader,
 # SGLang model_loader/weight_utils, safetensors, torch.load): a shard, a tensor that does not fit
@@ -106,6 +107,16 @@ _WEIGHT_WORDS = (
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
     _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
+    # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
+    # this transformers does not know, i.e. the model is newer than the image's transformers
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"^KeyError$",
+        None,
+        "a model type the installed transformers does not know",
+        frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
+    ),
     # raised inside the fused-MoE code, whatever it says (an arch or shape refusal there is
     # the MoE runner's: the corpus README's rule, and the runners' own asserts say nothing)
     _f("moe-runner", "medium", None, None, "the MoE runner", frames=_MOE_FRAMES),
@@ -185,16 +196,6 @@ FAMILIES: tuple[Family, ...] = (
         r"UnpicklingError|AssertionError|IndexError|TypeError",
         _WEIGHT_WORDS,
         "the weight files",
-    ),
-    # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
-    # this transformers does not know, i.e. the model is newer than the image's transformers
-    _f(
-        "tokenizer-config",
-        "medium",
-        r"^KeyError$",
-        None,
-        "a model type the installed transformers does not know",
-        frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
     _f(
         "tokenizer-config",
