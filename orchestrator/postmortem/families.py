@@ -22,9 +22,12 @@ EXCEPTION = re.compile(
     r"(?:^|[\s:\]>|(\"'`])(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")"
     r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
 )
-# a class alone on its line: raised without a message (`AssertionError`)
+# a class alone on its line: raised without a message (`AssertionError`, shm_broadcast's
+# `raise TimeoutError`), also behind a head that ends in `]`, `:` or `)` (vLLM logs every
+# traceback line behind `ERROR 09-01 10:00:00 [core.py:612] `; `[rank0]: `; `(EngineCore pid=1) `)
 BARE = re.compile(
-    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\s*$"
+    r"^(?:.*[\]:)]\s+|\s*)"
+    r"(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\s*$"
 )
 RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
 # C++ exceptions (`terminate called after throwing ... what():  CUDA error: ...`) and
