@@ -22,9 +22,12 @@ EXCEPTION = re.compile(
     r"(?:^|[\s:\]>|(\"'`])(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")"
     r"(?:\s*\[[^\]]*\])?: +(?P<msg>\S.*)"
 )
-# a class alone on its line: raised without a message (`AssertionError`)
+# a class alone on its line: raised without a message (`AssertionError`, shm_broadcast's
+# `raise TimeoutError`), also behind a head that ends in `]`, `:` or `)` (vLLM logs every
+# traceback line behind `ERROR 09-01 10:00:00 [core.py:612] `; `[rank0]: `; `(EngineCore pid=1) `)
 BARE = re.compile(
-    r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\s*$"
+    r"^(?:.*[\]:)]\s+|\s*)"
+    r"(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\s*$"
 )
 RAISE = re.compile(r"\braise (?P<cls>[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\((?P<msg>.*)")
 # C++ exceptions (`terminate called after throwing ... what():  CUDA error: ...`) and
@@ -87,7 +90,8 @@ _MOE_WORDS = (
     r"expert_map|num_experts|MoE(?:Runner|Method)|ep_size|moe_align|"
     # FlashInfer's kernel names (`trtllm_fp8_block_scale_moe`), MegaMOE, env flags (`..._MOE_FP4`),
     # the expert classes spelled together (`CPUExpertsFp8`, `CutlassExpertsW4A8Fp8`)
-    r"_moe\b|_MOE_|\bMOE\b|Mega ?MOE|[A-Za-z]Experts[A-Z0-9]"
+    # (not a quoted model type: `KeyError: 'qwen3_moe'` is a transformers too old for the model)
+    r"_moe\b(?!')|_MOE_|\bMOE\b|Mega ?MOE|[A-Za-z]Experts[A-Z0-9]"
 )
 # the weight files themselves or the loader's shape checks (vLLM weight_utils / default_loader,
 # SGLang model_loader/weight_utils, safetensors, torch.load): a shard, a tensor that does not fit
@@ -106,6 +110,16 @@ _WEIGHT_WORDS = (
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
     _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
+    # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
+    # this transformers does not know, i.e. the model is newer than the image's transformers
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"^KeyError$",
+        None,
+        "a model type the installed transformers does not know",
+        frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
+    ),
     # raised inside the fused-MoE code, whatever it says (an arch or shape refusal there is
     # the MoE runner's: the corpus README's rule, and the runners' own asserts say nothing)
     _f("moe-runner", "medium", None, None, "the MoE runner", frames=_MOE_FRAMES),
@@ -185,16 +199,6 @@ FAMILIES: tuple[Family, ...] = (
         r"UnpicklingError|AssertionError|IndexError|TypeError",
         _WEIGHT_WORDS,
         "the weight files",
-    ),
-    # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
-    # this transformers does not know, i.e. the model is newer than the image's transformers
-    _f(
-        "tokenizer-config",
-        "medium",
-        r"^KeyError$",
-        None,
-        "a model type the installed transformers does not know",
-        frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
     _f(
         "tokenizer-config",

@@ -69,3 +69,34 @@ def test_a_wider_wording_maps_to_its_family(
 def test_an_exception_outside_every_family_stays_unmapped(line: str) -> None:
     raised = exception_of(line)
     assert raised is not None and classify(raised) is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vLLM logs each traceback line behind its logger head; shm_broadcast.py (0.19.0, line
+        # 561) raises TimeoutError with no message while the engine waits for its workers
+        "ERROR 09-01 10:00:00 [core.py:612] TimeoutError",
+        "(EngineCore_DP0 pid=2251) ERROR 09-01 10:00:00 [core.py:612] TimeoutError",
+        "[rank0]: TimeoutError",
+        "    TimeoutError",
+    ],
+)
+def test_a_class_raised_without_a_message_is_read_behind_a_log_head(line: str) -> None:
+    raised = exception_of(line)
+    assert raised is not None and (raised.cls, raised.msg) == ("TimeoutError", "")
+    fam = classify(raised)
+    assert fam is not None and fam.category == "watchdog-timeout"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "INFO 09-01 10:00:00 [core.py:612] raised a TimeoutError",  # prose, not a class alone
+        "INFO 09-01 10:00:00 [api_server.py:1] Waiting for EngineCore",
+        "retrying after TimeoutError",  # no head that ends in ] : or )
+    ],
+)
+def test_a_sentence_that_ends_in_a_class_name_is_no_bare_exception(line: str) -> None:
+    raised = exception_of(line)
+    assert raised is None or raised.cls != "TimeoutError" or raised.msg

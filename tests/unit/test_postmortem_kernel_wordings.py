@@ -67,6 +67,10 @@ def test_a_keyerror_is_a_model_type_only_when_transformers_auto_mapping_raised_i
     frames = "/site-packages/transformers/models/auto/configuration_auto.py"
     fam = classify(Raised("KeyError", "'qwen2'"), frames)
     assert fam is not None and fam.category == "tokenizer-config"
+    # a MoE model type is still a model type there, not the MoE runner
+    moe_type = classify(Raised("KeyError", "'qwen3_moe'"), frames)
+    assert moe_type is not None and moe_type.category == "tokenizer-config"
+    assert classify(Raised("KeyError", "'qwen3_moe'")) is None
     other = classify(Raised("KeyError", "'qwen2'"), "/site-packages/vllm/engine/arg_utils.py")
     assert other is None or other.category != "tokenizer-config"
 
