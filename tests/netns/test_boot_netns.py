@@ -487,7 +487,11 @@ def test_a_nodes_management_link_cut_mid_load_is_detected_within_ten_seconds_and
     testbed: Testbed, boots: Callable[..., BootProc]
 ) -> None:
     lost = 3
-    boot = boots("--json")
+    # Slow reads keep the barrier window (15 s at `test` scale, opened by the first rank to
+    # finish) a minute away from the cut: the test is about loss detection (real time, ~6-10 s),
+    # and on a busy CI host a load that ended just after the cut let the window close first
+    # (BARRIER_TIMEOUT naming the cut rank). The boot ends at the verdict, so this costs nothing.
+    boot = boots("--json", "--sim-fault", "rank=*:slow-read=3MB/s")
     wait_for("every rank loading", lambda: all_loading(boot), timeout=120)
     testbed.cut_link(lost, "mgmt")
     cut = time.time()
