@@ -307,7 +307,8 @@ def exception_of(text: str) -> Raised | None:
     m = EXCEPTION.search(text)
     if m is not None:
         return Raised(m.group("cls"), m.group("msg").strip())
-    if m := BARE.match(text):
+    # only a line that ends in the class can be one (and BARE's head backtracks over the line)
+    if text.rstrip().endswith(("Error", "Exception")) and (m := BARE.match(text)):
         return Raised(m.group("cls"), "")
     if m := NATIVE.search(text):
         return Raised("what()", (m.group("msg") or m.group("trt") or "").strip())
