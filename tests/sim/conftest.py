@@ -28,6 +28,11 @@ BASE = "127.0.0.10"  # the built-in sim-8x inventory: node k is 127.0.0.(10+k)
 SCALE = "test"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _ranks_end_with_their_module(no_ranks_left_behind: None) -> None:
+    """tests/leaks.py: a rank left running here would fail a later module's boot."""
+
+
 def addr(rank: int) -> str:
     return f"127.0.0.{10 + rank}"
 

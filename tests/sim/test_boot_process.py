@@ -248,7 +248,14 @@ def test_a_killed_controller_leaves_the_ranks_running_and_supervise_resumes_to_r
                 1 if kept.endswith(b"\n") else 0
             )
     finally:
-        subprocess.run([*cli, "stop", "--yes", "--run", run_dir.name], env=env, timeout=120)
+        stopped = subprocess.run(
+            [*cli, "stop", "--yes", "--run", run_dir.name],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert stopped.returncode == 0, stopped.stdout[-2000:] + stopped.stderr[-2000:]
 
 
 async def test_prune_saves_and_removes_ranks_an_earlier_boot_left_behind(sim_weights, state):
