@@ -32,8 +32,8 @@ RECIPE = "mistral-large4-8x-sglang"
 
 
 @pytest.fixture(scope="session")
-def sim_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("sim-weights")
+def sim_weights(twin_weights: Path) -> Path:
+    return twin_weights
 
 
 @pytest.fixture
@@ -176,6 +176,8 @@ def test_a_killed_controller_leaves_the_ranks_running_and_supervise_resumes_to_r
     sim_weights, state, tmp_path
 ):
     env = {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "200"}
+    (state / "cluster").mkdir(parents=True)
+    (state / "cluster" / "sim-weights").symlink_to(sim_weights)
     cli = [sys.executable, "-m", "orchestrator.cli"]
     # a slower read rate gives the test time to kill the controller mid-load
     boot_proc = subprocess.Popen(

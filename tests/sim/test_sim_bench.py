@@ -41,11 +41,11 @@ def within(measured: float | None, expected: float, share: float = 0.10) -> bool
 
 
 async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rates(
-    tmp_path, state, capsys
+    twin_weights, state, capsys
 ):
     options = BootOptions(
         sim_scale="test",
-        sim_weights_root=tmp_path / "weights",
+        sim_weights_root=twin_weights,
         sim_env={ENV_PREFILL_RATE: str(PREFILL), ENV_DECODE_RATE: str(DECODE)},
     )
     inventory = load_inventory(builtin_simulated_inventory())
@@ -122,12 +122,12 @@ def series(text: str) -> dict[str, list]:
 
 
 async def test_a_head_that_crashes_at_its_first_request_fails_the_smoke_and_bench_says_not_serving(
-    tmp_path, state, capsys
+    twin_weights, state, capsys
 ):
     # Seed 000's serving-time failure: Triton's JIT dies at the first generation request.
     options = BootOptions(
         sim_scale="test",
-        sim_weights_root=tmp_path / "weights",
+        sim_weights_root=twin_weights,
         sim_env={"CLUSTER_SIM_FAULT": "rank=0:exit-at=ready:signature=triton-jit"},
     )
     inventory = load_inventory(builtin_simulated_inventory())

@@ -7,11 +7,11 @@ text snapshots (tests/fixtures/terminal/) with the numbers that vary from run to
 `UPDATE_TERMINAL_SNAPSHOTS=1` rewrites them.
 
 Heavy: the built-in cluster listens on 127.0.0.10-17, so run this tier only under the shared
-lock (HELPERS.md). A boot here is the recipe's twin at scale 1/480 (159 MB per rank) with every
-rank's reads slowed to 1.5 MB/s, so ranks stay `loading`, with a rate and an ETA, for about a
-minute and a half: long enough to look at them from several terminals on a busy 2-core machine.
-The twin's weights (1.3 GB, written with fsync) are written once for the tier, not once a boot:
-a CI disk is slower than ours, and the wait for the ranks starts before the twin's step.
+lock (HELPERS.md). A boot here is the recipe's twin at the test scale, 1/480 (159 MB per rank),
+with every rank's reads slowed to 1.5 MB/s, so ranks stay `loading`, with a rate and an ETA, for
+about a minute and a half: long enough to look at them from several terminals on a busy 2-core
+machine. The twin's weights are the session's (`twin_weights`, tests/conftest.py): written once,
+not once a boot, and the scale is the sim tier's, so a full run has written them before this tier.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "terminal"
 RECIPE = "mistral-large4-8x-sglang"
-SCALE = "1/480"
+SCALE = "test"  # 1/480: the sim tier's scale, so both use the session's twin weights
 FAULT = "rank=*:slow-read=1.5MB/s"
 CLI = [sys.executable, "-m", "orchestrator.cli"]
 PHASES = "pending|starting|initializing|loading|loaded|warming|serving|exited|unreachable"
@@ -106,19 +106,11 @@ class Term:
         self.width, self.height = width, height
 
 
-@pytest.fixture(scope="session")
-def twin_weights() -> Iterator[Path]:
-    """One `sim-weights` folder for every boot of the tier (see the module's docstring)."""
-    path = Path(tempfile.mkdtemp(prefix="cluster-terminal-weights-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def private_dir(twin_weights: Path) -> Iterator[Path]:
     """Our own directory, not pytest's tmp_path: on a machine shared by several pytest sessions
     the oldest basetemp is deleted under a boot that is still running. Its state shares the
-    tier's twin weights."""
+    session's twin weights."""
     path = Path(tempfile.mkdtemp(prefix="cluster-terminal-"))
     (path / "state" / "cluster").mkdir(parents=True)
     (path / "state" / "cluster" / "sim-weights").symlink_to(twin_weights)
