@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import structlog
 from pydantic import ValidationError
 
 from orchestrator import __version__
@@ -32,6 +31,7 @@ from orchestrator.errors import (
 )
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LaunchPlan
+from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Step
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
@@ -54,7 +54,7 @@ from orchestrator.supervisor.view import BootView
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.wording import waves_text
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 SIM_SCALE_DEFAULT = "default"
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.complete import complete_run
-from orchestrator.cli.inventory import InventoryOpt, JsonOpt
+from orchestrator.cli.options import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, err_console, print_json, styled
 from orchestrator.cli.runs import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster

@@ -17,9 +17,8 @@ from rich.live import Live
 from rich.text import Text
 
 from orchestrator.boot import BootOptions, BootResult, boot
-from orchestrator.cli.complete import complete_recipe
-from orchestrator.cli.inventory import InventoryOpt, open_inventory
-from orchestrator.cli.options import WideOpt
+from orchestrator.cli.inventory import open_inventory
+from orchestrator.cli.options import AcceptKeysOpt, InventoryOpt, RecipeArg, WideOpt
 from orchestrator.cli.output import (
     console,
     err_console,
@@ -107,12 +106,7 @@ def print_outcome(result: BootResult, *, wide: bool = False) -> None:
 
 
 def boot_cmd(
-    recipe: Annotated[
-        str,
-        typer.Argument(
-            help="recipe name (`cluster recipes list`) or path", autocompletion=complete_recipe
-        ),
-    ],
+    recipe: RecipeArg,
     inventory: InventoryOpt = None,
     scale: Annotated[
         str,
@@ -131,9 +125,7 @@ def boot_cmd(
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
-    accept_new_host_keys: Annotated[
-        bool, typer.Option("--accept-new-host-keys", help="record unknown nodes' host keys")
-    ] = False,
+    accept_new_host_keys: AcceptKeysOpt = False,
     no_push: Annotated[
         bool, typer.Option("--no-push", help="do not push the image; it must be on every node")
     ] = False,

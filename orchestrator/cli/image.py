@@ -12,8 +12,8 @@ import typer
 from rich.progress import TaskID
 from rich.table import Table
 
-from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.options import ConnectOpt, StallOpt
+from orchestrator.cli.inventory import open_inventory
+from orchestrator.cli.options import ConnectOpt, InventoryOpt, JsonOpt, StallOpt
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.errors import ConfigError

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.cli.options import AcceptKeysOpt, ConnectOpt, InventoryOpt, JsonOpt
 from orchestrator.cli.output import (
     RICH_TABLE_MAX_ROWS,
     console,
@@ -30,17 +31,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Read and check the inventory of nodes.", no_args_is_help=True)
 
-InventoryOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--inventory",
-        "-i",
-        help="Ansible YAML inventory (default: $CLUSTER_INVENTORY, else the built-in simulated "
-        "8-node cluster)",
-        show_default=False,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
 FanoutOpt = Annotated[
     int,
     typer.Option(
@@ -108,17 +98,8 @@ def render_check(report: CheckReport) -> Table:
 def check(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
-    accept_new_host_keys: Annotated[
-        bool,
-        typer.Option(
-            "--accept-new-host-keys",
-            help="record host keys of nodes not yet in known_hosts (a changed key is still "
-            "refused)",
-        ),
-    ] = False,
-    connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake (> 0)")
-    ] = 10.0,
+    accept_new_host_keys: AcceptKeysOpt = False,
+    connect_timeout: ConnectOpt = ConnectOptions.connect_timeout_s,
     fanout: FanoutOpt = DEFAULT_FANOUT,
 ) -> None:
     """Connect to every node in parallel; a row per node. Exit 0 only when all are healthy."""

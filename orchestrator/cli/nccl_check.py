@@ -14,9 +14,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.inventory import open_inventory
+from orchestrator.cli.options import InventoryOpt, JsonOpt, RecipeArg
 from orchestrator.cli.output import console, err_console, print_json, styled
-from orchestrator.cli.preflight import RecipeArg, RunOpt, open_run
+from orchestrator.cli.preflight import RunOpt, open_run
 from orchestrator.errors import ConfigError, PreflightRefused
 from orchestrator.nccl_check import Backend, NcclCheckOptions, NcclCheckReport, run_nccl_check
 from orchestrator.recipes import resolve_recipe

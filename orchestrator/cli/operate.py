@@ -16,8 +16,8 @@ from rich.live import Live
 from rich.text import Text
 
 from orchestrator.cli.complete import complete_run
-from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
-from orchestrator.cli.options import WideOpt
+from orchestrator.cli.inventory import open_inventory
+from orchestrator.cli.options import InventoryOpt, JsonOpt, WideOpt
 from orchestrator.cli.output import (
     console,
     err_console,

@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.complete import complete_run
-from orchestrator.cli.inventory import InventoryOpt
+from orchestrator.cli.options import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import ConfigError, RunStoreError
 from orchestrator.postmortem import postmortem_logs, postmortem_run
@@ -50,7 +50,7 @@ def postmortem(
         bool,
         typer.Option("--logs", help="diagnose loose log files, one per rank (rank-3.log, tp3...)"),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON document on stdout")] = False,
+    as_json: JsonOpt = False,
     fmt: Annotated[
         Format, typer.Option("--format", help="rich for a terminal, md for a ticket, json")
     ] = Format.rich,

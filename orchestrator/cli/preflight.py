@@ -14,8 +14,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.cli.complete import complete_recipe
-from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.inventory import open_inventory
+from orchestrator.cli.options import ConnectOpt, InventoryOpt, JsonOpt, RecipeArg
 from orchestrator.cli.output import console, err_console, print_json
 from orchestrator.errors import PreflightRefused
 from orchestrator.preflight import PreflightLimits, PreflightResult, Severity, run_preflight
@@ -23,12 +23,6 @@ from orchestrator.recipes import find_recipe, resolve_recipe
 from orchestrator.runstore import Run, RunStore
 from orchestrator.transport import ConnectOptions
 
-RecipeArg = Annotated[
-    str,
-    typer.Argument(
-        help="a built-in recipe's name, or a path to a .yaml", autocompletion=complete_recipe
-    ),
-]
 RunOpt = Annotated[
     str | None,
     typer.Option(
@@ -93,9 +87,7 @@ def preflight(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
     run: RunOpt = None,
-    connect_timeout: Annotated[
-        float, typer.Option("--connect-timeout", help="seconds for TCP + SSH handshake")
-    ] = ConnectOptions.connect_timeout_s,
+    connect_timeout: ConnectOpt = ConnectOptions.connect_timeout_s,
     tcp_timeout: Annotated[
         float,
         typer.Option("--tcp-timeout", help="seconds per connect to the head's rendezvous port"),

@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from orchestrator.cli.options import RecipeArg
+from orchestrator.cli.options import JsonOpt, RecipeArg
 from orchestrator.cli.output import console, print_json
 from orchestrator.models.recipe import Recipe
 from orchestrator.recipes import find_recipe, list_recipes, load_recipe
@@ -22,11 +22,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
-
 
 @app.command("list")
-def list_cmd(as_json: JsonFlag = False) -> None:
+def list_cmd(as_json: JsonOpt = False) -> None:
     """The built-in recipes: name, engine, nodes, image and the seed each comes from."""
     recipes = list_recipes()
     if as_json:
@@ -38,7 +36,7 @@ def list_cmd(as_json: JsonFlag = False) -> None:
 @app.command("show")
 def show_cmd(
     name: RecipeArg,
-    as_json: JsonFlag = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The recipe as the orchestrator sees it: every key, defaults filled in."""
     path = find_recipe(name)

@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.complete import complete_run
-from orchestrator.cli.inventory import InventoryOpt, JsonOpt, open_inventory
+from orchestrator.cli.inventory import open_inventory
+from orchestrator.cli.options import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, harmless, plain, print_json
 from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ConfigError, RunStoreError

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.options import RecipeArg
+from orchestrator.cli.options import JsonOpt, RecipeArg
 from orchestrator.cli.output import console, print_json
 from orchestrator.errors import BootFailed, ConfigError
 from orchestrator.recipes import resolve_recipe
@@ -31,7 +31,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
 ScaleOpt = Annotated[
     str, typer.Option("--scale", help="time scale: test, default, real, a number or 1/N")
 ]
@@ -58,7 +57,7 @@ def make_weights_cmd(
         str, typer.Option("--architecture", help="what `Load weight end. type=` shows")
     ] = "PixtralForConditionalGeneration",
     force: Annotated[bool, typer.Option("--force", help="replace weights already there")] = False,
-    as_json: JsonFlag = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write random-byte shards and a safetensors-like index (cold in the page cache)."""
     try:
@@ -106,7 +105,7 @@ def twin_cmd(
     weights: Annotated[
         str | None, typer.Option("--weights", help="the nodes' simulated weights directory")
     ] = None,
-    as_json: JsonFlag = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """The simulated twin of a recipe and the record the run manifest keeps."""
     real = resolve_recipe(name)
@@ -143,7 +142,7 @@ def run_cmd(
         str | None, typer.Option("--fault", help="CLUSTER_SIM_FAULT spec for the ranks")
     ] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for ready")] = 300.0,
-    as_json: JsonFlag = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Boot a recipe's twin on this machine, one process per loopback node; ask it one question."""
     real = resolve_recipe(name)

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import structlog
-
 from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
+from orchestrator.logging import get_logger
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # (rank, stream, texts): a batch of lines as they arrived, each without its trailing newline.
 OnLines = Callable[[int, str, list[str]], None]

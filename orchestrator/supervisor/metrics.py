@@ -21,9 +21,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from pydantic import ValidationError
 
+from orchestrator.logging import get_logger
 from orchestrator.models.events import RECORD, Record, Smoke, Step, VerdictRecord
 from orchestrator.models.run import Outcome, RankPhase
 from orchestrator.runstore import Run, atomic_write_text
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from orchestrator.serving_bench.model import BenchReport
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 METRICS_FILE = "metrics.prom"
 # Boot steps (events.jsonl `step` records) that begin a phase of the run; the others ("twin",
 # "started", "wait-head-port") are moments inside one.

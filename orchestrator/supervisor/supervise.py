@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 
-import structlog
-
 from orchestrator.errors import ClusterError
+from orchestrator.logging import get_logger
 from orchestrator.models.events import FollowInterrupted, VerdictRecord, WatcherWarning
 from orchestrator.models.run import (
     Event,
@@ -40,7 +39,7 @@ from orchestrator.supervisor.state import BootState, initial_state, reduce, redu
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.supervisor.watchers import WatchConfig, is_ready, watch
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 import asyncssh
-import structlog
 from tenacity import (
     AsyncRetrying,
     retry_if_exception,
@@ -35,11 +34,12 @@ from orchestrator.errors import (
     NodeError,
     NodeUnreachable,
 )
+from orchestrator.logging import get_logger
 from orchestrator.models.inventory import Node
 from orchestrator.transport.base import ConnectOptions, Stream, Transport
 from orchestrator.transport.streams import StderrTail
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def default_known_hosts() -> Path:

@@ -84,8 +84,13 @@ def test_zsh_shows_each_runs_outcome_beside_its_id(state):
 
 
 def test_install_completion_writes_the_script_and_sources_it(tmp_path):
-    done = cluster({"HOME": str(tmp_path)}, "--install-completion", "bash")
+    # typer detects the shell from the processes above this one, and ignores the argument while
+    # it does: under a runner with no shell above (a background job, some CI), it says "Shell
+    # None is not supported" and writes nothing. Its own switch makes the shell the argument.
+    env = {"HOME": str(tmp_path), "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    done = cluster(env, "--install-completion", "bash")
     assert done.returncode == 0, done.stderr
     script = tmp_path / ".bash_completions" / "cluster.sh"
+    assert script.exists(), (done.stdout, done.stderr)
     assert "_CLUSTER_COMPLETE=complete_bash" in script.read_text()
     assert f"source '{script}'" in (tmp_path / ".bashrc").read_text()
