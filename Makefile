@@ -35,7 +35,7 @@ engine-parsers: $(STAMP)
 	bash tests/engines/install-parsers.sh $(PY)
 
 test: system-deps lint types engine-parsers
-	$(PY) -m pytest -ra -q
+	$(PY) -m pytest -ra -q --durations=25
 
 clean:
 	rm -rf $(VENV) .engines
