@@ -29,12 +29,13 @@ from orchestrator.cli.output import (
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
-from orchestrator.models.run import Outcome
+from orchestrator.models.run import Outcome, RunPhase
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
 from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.table import BootTable
+from orchestrator.supervisor.view import BootView
 from orchestrator.wording import plural
 
 
@@ -75,6 +76,10 @@ def status(
     nodes (the table's title says which)."""
     picked = pick_run(store_for(inventory), run)
     table = not json_out and output is StatusFormat.table
+    if (json_out or output is StatusFormat.json) and (early := not_started(picked)) is not None:
+        # A script polling a boot in its twin or preflight step gets a document, not an error.
+        print_json(preparing_view(picked, early).model_dump(mode="json"))
+        return
     if table and (early := not_started(picked)) is not None:
         if not watch:
             console.print(early, markup=False)
@@ -128,6 +133,22 @@ def not_started(run: Run) -> str | None:
     steps = [e for e in run.events() if isinstance(e, Step)]
     doing = f"{steps[-1].step} {steps[-1].detail}" if steps else "starting"
     return f"run {run.id}: no ranks yet; {doing.strip()}…"
+
+
+def preparing_view(run: Run, doing: str) -> BootView:
+    """The --json document of a run before its ranks: booting, no rows, what it is doing."""
+    recipe = ""
+    if run.manifest_path.exists():
+        recipe = str((run.read_manifest().get("recipe") or {}).get("name") or "")
+    return BootView(
+        run_id=run.id,
+        recipe=recipe,
+        source="live",
+        updated=time.time(),
+        phase=RunPhase.booting,
+        phase_detail=doing.removeprefix(f"run {run.id}: "),
+        ranks=(),
+    )
 
 
 def supervise(
