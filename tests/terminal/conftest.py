@@ -187,7 +187,8 @@ def run_story(boot: Boot, tail: int = 3000) -> str:
     """What a failed wait should show: status's own answer and the ends of the run's controller
     log and events, so a CI failure says where the boot stood without a rerun."""
     out = status_run(boot)
-    parts = [f"status --json exited {out.returncode}: {out.stderr.strip()[-tail:]}"]
+    said = (out.stderr.strip() or out.stdout.strip())[-tail:]
+    parts = [f"status --json exited {out.returncode}: {said}"]
     run_dir = Path(boot.env["XDG_STATE_HOME"]) / "cluster" / "runs" / boot.run_id
     for name in ("controller.log", "events.jsonl"):
         path = run_dir / name
