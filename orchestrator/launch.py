@@ -43,9 +43,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.dockercli import DockerCli
+from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe, render
 from orchestrator.redact import is_secret_name
@@ -75,10 +76,8 @@ def fabric_host_name(node: str) -> str:
     return f"{node}-fabric"
 
 
-class RankLaunch(BaseModel):
+class RankLaunch(StrictModel):
     """Everything about starting one rank's container."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rank: int
     node: str
@@ -94,10 +93,8 @@ class RankLaunch(BaseModel):
         return shlex.join(self.docker_argv)
 
 
-class LaunchPlan(BaseModel):
+class LaunchPlan(StrictModel):
     """How every rank of one run starts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: str
     recipe: str

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.aio import resolved
 from orchestrator.dockercli import DockerCli
@@ -42,6 +42,7 @@ from orchestrator.launch import (
     with_secret_env,
 )
 from orchestrator.logtail import readable_tail
+from orchestrator.models.base import StrictModel
 from orchestrator.models.events import NcclCheck
 from orchestrator.models.inventory import Inventory
 from orchestrator.models.recipe import Recipe
@@ -83,19 +84,15 @@ class NcclCheckOptions:
     """Keep the containers after the check (they are removed by default: the logs are kept)."""
 
 
-class BandwidthSample(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class BandwidthSample(StrictModel):
     bytes: int
     seconds: float
     algbw_gbps: float
     busbw_gbps: float
 
 
-class RankLog(BaseModel):
+class RankLog(StrictModel):
     """What one rank's log says (pure reading of `NCCLCHECK` lines and NCCL's INFO lines)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     stage: str | None = Field(default=None, description="the last stage reached")
     backend: str | None = None
@@ -187,10 +184,8 @@ def parse_rank_log(lines: Sequence[str]) -> RankLog:
     return RankLog(**fields, transport=transport, bandwidth=tuple(bw))
 
 
-class RankCheck(BaseModel):
+class RankCheck(StrictModel):
     """One rank's outcome: did it start, join, sum right; how fast; its last lines."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rank: int
     node: str
@@ -209,9 +204,7 @@ class RankCheck(BaseModel):
         return self.started and self.exit_code == 0 and self.log.joined and bool(self.log.sum_ok)
 
 
-class NcclCheckReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class NcclCheckReport(StrictModel):
     recipe: str
     inventory: str
     run_id: str

@@ -40,8 +40,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe
@@ -58,10 +59,8 @@ IFACE_VARS = (
 """Variables whose value is a list of network interface names."""
 
 
-class RankRendezvous(BaseModel):
+class RankRendezvous(StrictModel):
     """One rank's place in the rendezvous: its node, fabric address and network env."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rank: int
     node: str
@@ -82,10 +81,8 @@ class RankRendezvous(BaseModel):
         return str(ipaddress.ip_interface(f"{self.address}/{self.prefixlen}").network)
 
 
-class RendezvousPlan(BaseModel):
+class RendezvousPlan(StrictModel):
     """Where every rank meets: the head's fabric address and port, and per-rank env."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     recipe: str
     engine: Engine

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.errors import ImageError
+from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Node
 from orchestrator.models.push import AskedNode, Mode, PushedNode, PushRound
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness
@@ -32,10 +33,8 @@ class SourceKind(StrEnum):
     node = "node"  # a node that holds the image (e.g. after `docker pull` on the head)
 
 
-class Source(BaseModel):
+class Source(StrictModel):
     """Where the bytes come from, as the user asked."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: SourceKind = SourceKind.controller
     path: Path | None = None
@@ -49,10 +48,8 @@ class Source(BaseModel):
         return "the controller's docker"
 
 
-class SourceImage(BaseModel):
+class SourceImage(StrictModel):
     """What the source holds: the identity every node must end with, and its platform."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     source: Source
     reference: str
@@ -91,17 +88,13 @@ class Compression(StrEnum):
     none = "none"
 
 
-class Problem(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Problem(StrictModel):
     node: str
     evidence: str
 
 
-class PushPlan(BaseModel):
+class PushPlan(StrictModel):
     """What a push will do, decided before any byte moves."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reference: str
     source: SourceImage
@@ -120,9 +113,7 @@ class HopStatus(StrEnum):
     stalled = "stalled"  # the round made no progress at all and was stopped
 
 
-class HopOutcome(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class HopOutcome(StrictModel):
     node: str
     status: HopStatus
     evidence: str = ""
@@ -153,9 +144,7 @@ class RoundReport(PushRound):
     raw_bytes: int | None = None
 
 
-class PushReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class PushReport(StrictModel):
     reference: str
     source: str
     identity: str

@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.errors import ClusterError, ImageError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.fanout import settle_each
 from orchestrator.images.model import TransportFactory
 from orchestrator.images.nodes import gather_states
+from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness, wait_exec_ready
 from orchestrator.probes.image import matches_digest
@@ -78,9 +79,7 @@ async def probe_exec_ready(
             await close_transports(tmap)
 
 
-class ProbeRow(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ProbeRow(StrictModel):
     node: str
     rank: int
     reachable: bool
@@ -104,9 +103,7 @@ class ProbeRow(BaseModel):
         )
 
 
-class ProbeReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ProbeReport(StrictModel):
     reference: str
     nodes: tuple[ProbeRow, ...]
     seconds: float

@@ -16,8 +16,9 @@ import time
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import Field, TypeAdapter, field_validator
 
+from orchestrator.models.base import StrictModel
 from orchestrator.models.run import (
     Finding,
     HeadReady,
@@ -39,10 +40,8 @@ def _epoch(value: Any) -> Any:
     return value
 
 
-class _Record(BaseModel):
+class _Record(StrictModel):
     """`ts` of a record: epoch seconds, now unless given (an ISO string from an older run)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     ts: float = Field(default_factory=time.time, description="when, in epoch seconds")
 

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.clock import ClockSample
 from orchestrator.probes.containers import RunningContainer
 from orchestrator.probes.disk import DiskUsage, WeightsDir
@@ -20,11 +21,9 @@ from orchestrator.probes.sockets import ListeningSocket
 from orchestrator.weights.copy_probe import CopyFacts
 
 
-class NodeFacts(BaseModel):
+class NodeFacts(StrictModel):
     """One node as its probes describe it. A None field: not asked, or the probe failed
     (then `errors[probe]` says why)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     node: str
     rank: int

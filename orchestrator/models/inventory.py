@@ -11,7 +11,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import Field, StrictInt, StrictStr
+
+from orchestrator.models.base import StrictModel
 
 
 class Connection(StrEnum):
@@ -21,10 +23,8 @@ class Connection(StrEnum):
     local = "local"
 
 
-class HostVars(BaseModel):
+class HostVars(StrictModel):
     """The cluster's own host variables, validated strictly (a misspelling is an error)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rank: StrictInt = Field(ge=0, description="tensor-parallel node rank, unique, 0..N-1")
     fabric_iface: StrictStr = Field(
@@ -39,13 +39,11 @@ class HostVars(BaseModel):
     )
 
 
-class ClusterVars(BaseModel):
+class ClusterVars(StrictModel):
     """The cluster-wide `cluster_*` variables (usually in `all.vars`).
 
     Later features register their own keys here, so an unknown `cluster_*` key stays an error.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cluster_name: StrictStr = "cluster"
     cluster_known_hosts: StrictStr | None = None
@@ -58,10 +56,8 @@ HOST_VAR_NAMES = frozenset(HostVars.model_fields)
 CLUSTER_VAR_NAMES = frozenset(ClusterVars.model_fields)
 
 
-class Node(BaseModel):
+class Node(StrictModel):
     """One Spark (or stand-in), everything needed to reach it and to plan its rank."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     address: str
@@ -76,10 +72,8 @@ class Node(BaseModel):
     extra_vars: dict[str, Any] = Field(default_factory=dict)
 
 
-class Inventory(BaseModel):
+class Inventory(StrictModel):
     """A validated cluster: nodes sorted by rank, rank 0 first (the head)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: Path
     sha256: str

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from orchestrator.models.base import StrictModel
 
 
 class Mode(StrEnum):
@@ -18,11 +20,9 @@ class Mode(StrEnum):
     fanout = "fanout"  # the controller sends to a few targets at once (a hop did not work)
 
 
-class AskedNode(BaseModel):
+class AskedNode(StrictModel):
     """One node as a push asked it before sending: did it answer, and if not (or only in part),
     why."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     node: str
     rank: int
@@ -30,11 +30,9 @@ class AskedNode(BaseModel):
     error: str | None = None
 
 
-class PushRound(BaseModel):
+class PushRound(StrictModel):
     """One round: which source fed which targets, in which mode and why, how long, how many bytes
     crossed the wire."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     round: int
     source: str
@@ -45,11 +43,9 @@ class PushRound(BaseModel):
     wire_bytes: int | None = None
 
 
-class PushedNode(BaseModel):
+class PushedNode(StrictModel):
     """One node's row of a push's summary: what the push did there, when it was done, what the
     node received and from where. Each push names its own actions (`action`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     node: str
     rank: int

@@ -21,9 +21,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     Strict,
     StrictBool,
@@ -33,6 +31,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from orchestrator.models.base import StrictModel
 
 
 class Engine(StrEnum):
@@ -115,14 +115,10 @@ def flag_values(argv: Sequence[str], names: Iterable[str]) -> list[str]:
 # Parts
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-class Image(_Strict):
+class Image(StrictModel):
     """The container image every rank runs; one reference, verified by digest when given."""
 
     reference: StrictStr = Field(
@@ -208,7 +204,7 @@ _REFUSED_DOCKER_FLAGS: dict[str, str] = {
 }
 
 
-class Docker(_Strict):
+class Docker(StrictModel):
     """`docker run` options of every rank container (the same on every node)."""
 
     gpus: StrictStr | None = Field(default="all", description="`--gpus`; None: no flag")
@@ -289,7 +285,7 @@ class Docker(_Strict):
         return [(spec.split(":")[0], spec.split(":")[1]) for spec in self.volumes]
 
 
-class Model(_Strict):
+class Model(StrictModel):
     """The weights: where the engine finds them and how many bytes each rank reads."""
 
     id: StrictStr | None = Field(
@@ -314,7 +310,7 @@ class Model(_Strict):
         return v
 
 
-class EngineVersion(_Strict):
+class EngineVersion(StrictModel):
     """Which engine build the image runs, and the public release whose parser checks the argv.
 
     The test tier `tests/engines/` installs `engine==release` into a side environment and parses
@@ -354,7 +350,7 @@ class EngineVersion(_Strict):
 _PORT = Annotated[StrictInt, Field(ge=1, le=65535)]
 
 
-class Ports(_Strict):
+class Ports(StrictModel):
     """TCP ports on the fabric. Defaults are filled per engine (see `DEFAULT_PORTS`)."""
 
     serve: _PORT = Field(description="the OpenAI-compatible HTTP server on rank 0")
@@ -381,7 +377,7 @@ SGLANG_BARRIER_ENV = "SGLANG_UNBALANCED_LOAD_TIMEOUT_S"
 """The env knob of seed 002's patched SGLang image; stock SGLang's barrier is a 480 s constant."""
 
 
-class Timeouts(_Strict):
+class Timeouts(StrictModel):
     """Phase timeouts in seconds: one object, each phase named (httpx's `Timeout`)."""
 
     connect: _SECONDS = Field(
@@ -462,7 +458,7 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 """POSIX names: `docker run --env "BAD KEY=1"` or `--env A=B=C` would set another variable."""
 
 
-class Recipe(_Strict):
+class Recipe(StrictModel):
     """One lane: everything needed to start every rank of one model on one cluster."""
 
     name: StrictStr = Field(pattern=_NAME, description="the file's stem; `cluster boot NAME`")

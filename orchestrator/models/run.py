@@ -9,9 +9,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.errors import ExitCode
+from orchestrator.models.base import StrictModel
 from orchestrator.models.memory import MemoryReading
 
 
@@ -86,9 +87,7 @@ class Outcome(StrEnum):
         }.get(self, "unknown")
 
 
-class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class _Event(StrictModel):
     ts: float  # controller monotonic-ish wall time (time.time()), seconds
 
 
@@ -147,10 +146,8 @@ Event = Annotated[
 ]
 
 
-class Finding(BaseModel):
+class Finding(StrictModel):
     """A watcher's word: a warning while the boot goes on, or a verdict that ends it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     watcher: str  # barrier, page-cache, exits, loss, stall, ready
     severity: Literal["warning", "verdict"]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import ConfigDict, Field, computed_field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.models.run import RankPhase
 from orchestrator.postmortem.signatures import Category, Role
 
@@ -31,11 +32,7 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Evidence(_Frozen):
+class Evidence(StrictModel):
     """One line that supports a conclusion: where it is and what it says."""
 
     file: str  # relative to the run directory (or the path given with --logs)
@@ -54,7 +51,7 @@ class Evidence(_Frozen):
         return f"{self.file}:{self.line}"
 
 
-class Hit(_Frozen):
+class Hit(StrictModel):
     """A signature matched on a rank."""
 
     signature: str
@@ -64,7 +61,7 @@ class Hit(_Frozen):
     via: Literal["log", "exit"] = "log"  # a log line, or the rank's exit state
 
 
-class ExitInfo(_Frozen):
+class ExitInfo(StrictModel):
     """How a rank's process ended, from exit.json / inspect.json / events (in that order)."""
 
     status: str | None = None  # exited, running, created, dead, missing; stopped (by us)
@@ -84,7 +81,7 @@ class ExitInfo(_Frozen):
         )
 
 
-class RankFacts(_Frozen):
+class RankFacts(StrictModel):
     rank: int
     node: str | None = None
     files: tuple[str, ...] = ()
@@ -103,7 +100,7 @@ class RankFacts(_Frozen):
     lost: Evidence | None = None  # the supervisor lost the rank's node (events.jsonl node_lost)
 
 
-class RunFacts(_Frozen):
+class RunFacts(StrictModel):
     kind: Literal["run", "logs"]
     run_id: str | None = None
     path: str  # the run directory, or the common folder of the log files
@@ -121,7 +118,7 @@ class RunFacts(_Frozen):
 # -- the diagnosis: the --json document ---------------------------------------------------------
 
 
-class RecipeChange(_Frozen):
+class RecipeChange(StrictModel):
     """What to change in the recipe, and what it is now (when the manifest says)."""
 
     name: str  # the flag (--moe-runner-backend) or environment variable
@@ -132,7 +129,7 @@ class RecipeChange(_Frozen):
     signature: str
 
 
-class SignatureReport(_Frozen):
+class SignatureReport(StrictModel):
     id: str
     title: str
     category: Category
@@ -146,7 +143,7 @@ class SignatureReport(_Frozen):
     evidence: tuple[Evidence, ...]  # the first lines (at most a few per rank)
 
 
-class RankReport(_Frozen):
+class RankReport(StrictModel):
     rank: int
     node: str | None
     role: Literal["root-cause", "same-cause", "other-cause", "cascade", "ok", "unknown"]
@@ -159,7 +156,7 @@ class RankReport(_Frozen):
     last_line: Evidence | None
 
 
-class RootCause(_Frozen):
+class RootCause(StrictModel):
     rank: int | None
     category: Category
     signature: str | None
@@ -170,7 +167,7 @@ class RootCause(_Frozen):
     also_on: tuple[int, ...] = ()  # ranks that failed the same way on their own
 
 
-class TimelineEntry(_Frozen):
+class TimelineEntry(StrictModel):
     ts: float | None
     rank: int | None
     kind: Literal["milestone", "match", "exit"]
@@ -185,7 +182,7 @@ class TimelineEntry(_Frozen):
         return iso(self.ts)
 
 
-class Diagnosis(_Frozen):
+class Diagnosis(StrictModel):
     schema_: str = Field(default=SCHEMA, alias="schema", serialization_alias="schema")
     source: RunFacts
     category: Category

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from orchestrator.errors import ConfigError
+from orchestrator.models.base import StrictModel
 from orchestrator.yamlio import YamlProblem, load_yaml
 
 SIGNATURES_DIR = Path(__file__).resolve().parent / "signatures"
@@ -78,11 +79,7 @@ def _one_or_many(value: Any) -> Any:
 Strings = Annotated[tuple[str, ...], BeforeValidator(_as_tuple)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Pattern(_Strict):
+class Pattern(StrictModel):
     """One regex over one line (or `lines` consecutive lines joined by a newline)."""
 
     regex: str = Field(min_length=4)
@@ -110,7 +107,7 @@ class Pattern(_Strict):
         return self
 
 
-class ExitRule(_Strict):
+class ExitRule(StrictModel):
     """Evidence from a rank's exit state rather than its words. Every field given must hold."""
 
     oom_killed: bool | None = None
@@ -128,7 +125,7 @@ class ExitRule(_Strict):
         return self
 
 
-class Change(_Strict):
+class Change(StrictModel):
     """One concrete thing to change in a recipe: a flag (and value) or an environment variable."""
 
     flag: str | None = None
@@ -159,7 +156,7 @@ class Change(_Strict):
         return f"{self.env}={self.value}" if self.value is not None else f"{self.env}"
 
 
-class Signature(_Strict):
+class Signature(StrictModel):
     id: str = Field(pattern=_ID)
     title: str = Field(min_length=3)
     category: Category

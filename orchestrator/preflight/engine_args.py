@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.launch import LaunchPlan
+from orchestrator.models.base import StrictModel
 from orchestrator.models.recipe import Recipe
 from orchestrator.redact import is_secret_name
 from orchestrator.transport import Transport
@@ -47,10 +48,8 @@ class ArgvVerdict(BaseModel):
     missing: str | None = Field(default=None, description="the engine is not importable there")
 
 
-class EngineArgsResult(BaseModel):
+class EngineArgsResult(StrictModel):
     """What the probe found; `error` when it could not ask (the check then warns, not refuses)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     node: str
     argv: list[str] = Field(description="the probe command, for people")

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.launch import LaunchPlan
+from orchestrator.models.base import StrictModel
 from orchestrator.models.facts import NodeFacts
 from orchestrator.probes.tcp import ConnectResult, ListenerReport
 from orchestrator.rendezvous import RendezvousPlan
@@ -27,10 +28,8 @@ class Severity(StrEnum):
     warning = "warning"  # printed and kept
 
 
-class Problem(BaseModel):
+class Problem(StrictModel):
     """One thing wrong: which check, where, what, the evidence that shows it, and the fix."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     check: str = Field(description="the check's id, e.g. fabric-mtu")
     severity: Severity
@@ -67,10 +66,8 @@ class PreflightLimits:
     """One connect to the head's rendezvous port over a LAN: milliseconds when it works."""
 
 
-class Reachability(BaseModel):
+class Reachability(StrictModel):
     """The real test: a temporary listener on the head, a connect from every node."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     head: str
     address: str
@@ -83,10 +80,8 @@ class Reachability(BaseModel):
     elapsed_s: float = 0.0
 
 
-class PreflightReport(BaseModel):
+class PreflightReport(StrictModel):
     """What `cluster preflight` prints and writes to `preflight.json`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     recipe: str
     inventory: str
@@ -118,10 +113,8 @@ class PreflightReport(BaseModel):
         }
 
 
-class PreflightResult(BaseModel):
+class PreflightResult(StrictModel):
     """Everything preflight learned: the report, the facts and both plans."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     report: PreflightReport
     facts: tuple[NodeFacts, ...]

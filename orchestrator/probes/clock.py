@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "clock"
 _EPOCH = re.compile(r"^(\d+)(?:\.(\d+))?")
 
 
-class ClockSample(BaseModel):
+class ClockSample(StrictModel):
     """One reading of a node's clock against the controller's."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     node_time: float = Field(description="the node's clock, seconds since the epoch")
     sent: float = Field(description="the controller's clock when the command was sent")

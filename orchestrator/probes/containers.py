@@ -18,9 +18,10 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.dockercli import DockerCli
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 
 NAME = "containers"
@@ -47,10 +48,8 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
-class RunningContainer(BaseModel):
+class RunningContainer(StrictModel):
     """One running container as `docker ps` and `docker stats` see it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(min_length=1)
     name: str

@@ -17,8 +17,9 @@ ever interpolated into shell text.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME_DF = "df"
@@ -39,10 +40,8 @@ find -L "$d" -type f -printf '%s\\n' 2>/dev/null |
 """
 
 
-class DiskUsage(BaseModel):
+class DiskUsage(StrictModel):
     """The filesystem holding one path."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str
     present: bool = Field(description="False: df could not see the path")
@@ -54,10 +53,8 @@ class DiskUsage(BaseModel):
     error: str | None = Field(default=None, description="df's complaint when not present")
 
 
-class WeightsDir(BaseModel):
+class WeightsDir(StrictModel):
     """The weights directory on one node."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str
     exists: bool

@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from tenacity import (
     AsyncRetrying,
     RetryError,
@@ -39,6 +39,7 @@ from tenacity import (
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, tail
+from orchestrator.models.base import StrictModel
 from orchestrator.transport.base import Transport
 
 NAME = "exec_ready"
@@ -130,10 +131,8 @@ def exec_ready_argv(
     )
 
 
-class ExecReadiness(BaseModel):
+class ExecReadiness(StrictModel):
     """One node's answer: ready after `tries` and `seconds`, or why not (the last error)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     node: str
     image: str

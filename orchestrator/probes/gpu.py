@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import csv
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.errors import tail
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "nvidia_smi"
@@ -29,10 +30,8 @@ QUERY = ("name", "memory.total", "memory.used", "driver_version", "compute_cap")
 _NOT_AVAILABLE = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
 
 
-class Gpu(BaseModel):
+class Gpu(StrictModel):
     """One GPU as nvidia-smi reports it. Memory in MiB; None where the device reports `[N/A]`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, description="e.g. NVIDIA GB10")
     memory_total_mib: int | None = Field(default=None, ge=0, description="None on unified memory")
@@ -46,10 +45,8 @@ class Gpu(BaseModel):
         return self.memory_total_mib is None
 
 
-class GpuInfo(BaseModel):
+class GpuInfo(StrictModel):
     """The GPUs of one node. `present=False` with a reason when the node has none we can see."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     present: bool
     gpus: tuple[Gpu, ...] = ()

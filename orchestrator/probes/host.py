@@ -8,8 +8,9 @@ selection compares against.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "host"
@@ -19,10 +20,8 @@ NAME = "host"
 _OCI_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}
 
 
-class HostInfo(BaseModel):
+class HostInfo(StrictModel):
     """Who a node says it is."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hostname: str = Field(min_length=1)
     kernel: str = Field(min_length=1, description="kernel release, e.g. 6.17.0-1008-nvidia")

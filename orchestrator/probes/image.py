@@ -30,10 +30,11 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 from orchestrator.probes.host import oci_arch
 from orchestrator.probes.runtime import docker_info_down, docker_info_probe, parse_docker_info
@@ -78,10 +79,8 @@ def content_key(
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
-class ImageFacts(BaseModel):
+class ImageFacts(StrictModel):
     """What one daemon says about one image reference."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reference: str
     present: bool
@@ -156,10 +155,8 @@ class ImageStoreKind(StrEnum):
     unknown = "unknown"  # the daemon did not answer
 
 
-class ImageStore(BaseModel):
+class ImageStore(StrictModel):
     """A node's daemon: which store its images live in, and its platform."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reachable: bool
     error: str | None = None
@@ -229,11 +226,9 @@ TOOLS_SCRIPT = (
 CHAIN_NEEDS = ("ssh", "mkfifo", "dd", "tee", "sed")
 
 
-class ChainTools(BaseModel):
+class ChainTools(StrictModel):
     """What a node offers the chain script: zstd (compression), ssh (forwarding), GNU tee -p
     (a dead hop does not stop the local load), /proc/PID/io (progress)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     found: tuple[str, ...]
 
@@ -273,10 +268,8 @@ CHAIN_TOOLS: Probe[ChainTools] = Probe(
 # -- identity --------------------------------------------------------------------------------
 
 
-class ImageIdentity(BaseModel):
+class ImageIdentity(StrictModel):
     """How to recognise an image after `docker save | docker load`, whatever the store."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     config_digest: str | None = Field(default=None, description="sha256 of the config JSON")
     manifest_digest: str | None = Field(default=None, description="the Id on a containerd store")

@@ -21,18 +21,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 
 NAME_ADDR = "ip_addr"
 NAME_LINK = "ip_link"
 
 
-class Interface(BaseModel):
+class Interface(StrictModel):
     """One network interface: its link state and (for `ip addr`) its addresses with prefix."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, description="ifname, e.g. enp1s0f1np1")
     index: int = Field(ge=0, description="ifindex")

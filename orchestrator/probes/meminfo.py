@@ -7,8 +7,9 @@ The kernel prints kB (KiB); the model holds bytes.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "meminfo"
@@ -26,11 +27,9 @@ _FIELDS = {
 }
 
 
-class MemInfo(BaseModel):
+class MemInfo(StrictModel):
     """Memory of one node, in bytes, every value present (preflight computes with them). The
     fields a `MemoryReading` has mean what it says they mean (models/memory.py)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     mem_total: int = Field(ge=0)
     mem_free: int = Field(ge=0)

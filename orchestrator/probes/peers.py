@@ -12,8 +12,9 @@ background of one constant script; each answers one line:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "peers"
@@ -31,10 +32,8 @@ wait
 """
 
 
-class PeerResult(BaseModel):
+class PeerResult(StrictModel):
     """One `ssh PEER true` from this node."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     target: str = Field(description="what was given to ssh: user@address")
     exit_status: int

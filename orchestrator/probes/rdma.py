@@ -30,8 +30,9 @@ import ipaddress
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "rdma"
@@ -54,10 +55,8 @@ _ATTR = re.compile(
 _NET = re.compile(r"^(?P<dev>[^/]+)/device/net/(?P<iface>[^/]+)$")
 
 
-class RdmaGid(BaseModel):
+class RdmaGid(StrictModel):
     """One populated GID table entry of a port."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     index: int = Field(ge=0)
     gid: str = Field(description="as sysfs prints it: eight groups of four hex digits")
@@ -79,9 +78,7 @@ class RdmaGid(BaseModel):
         return self.type == ROCE_V2
 
 
-class RdmaPort(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RdmaPort(StrictModel):
     port: int = Field(ge=1)
     state: str | None = Field(
         default=None, description="ACTIVE, DOWN, INIT, ... (sysfs `4: ACTIVE`)"
@@ -95,10 +92,8 @@ class RdmaPort(BaseModel):
         return self.state == "ACTIVE"
 
 
-class RdmaDevice(BaseModel):
+class RdmaDevice(StrictModel):
     """One RDMA device (HCA), e.g. `rocep1s0f1`, with the netdev(s) it drives."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
     netdevs: tuple[str, ...] = ()
@@ -130,10 +125,8 @@ class RdmaDevice(BaseModel):
         return v2[0].index if v2 else None
 
 
-class RdmaInfo(BaseModel):
+class RdmaInfo(StrictModel):
     """The RDMA devices of one node; empty when it has none (then NCCL uses sockets)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     devices: tuple[RdmaDevice, ...] = ()
     dev_infiniband: bool = Field(

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import tail
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail, parse_json
 
 NAME = "docker_info"
 
 
-class DockerInfo(BaseModel):
+class DockerInfo(StrictModel):
     """What the daemon on one node says about itself."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reachable: bool
     error: str | None = Field(default=None, description="why the daemon did not answer")

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import ipaddress
 
-from pydantic import BaseModel, ConfigDict
-
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME = "listening"
 LISTEN = "0A"
 
 
-class ListeningSocket(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ListeningSocket(StrictModel):
     address: str
     port: int
 

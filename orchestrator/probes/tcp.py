@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe, excerpt, fail
 
 NAME_CONNECT = "tcp_connect"
@@ -85,10 +86,8 @@ Outcome = Literal["connected", "timeout", "refused", "unreachable", "error"]
 _UNREACHABLE = {"ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "ENETDOWN", "EHOSTDOWN"}
 
 
-class ConnectResult(BaseModel):
+class ConnectResult(StrictModel):
     """One connect from a node to the head's rendezvous port."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     outcome: Outcome
     elapsed_ms: int = Field(ge=0)
@@ -130,10 +129,8 @@ def parse_connect(stdout: str) -> ConnectResult:
     raise fail(NAME_CONNECT, f"not a connector result: {excerpt(stdout)!r}")
 
 
-class ListenerReport(BaseModel):
+class ListenerReport(StrictModel):
     """What the head's temporary listener saw."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     listening: bool
     pid: int | None = Field(default=None, description="the listener's PID on the head")

@@ -6,17 +6,15 @@ No field name says "token": the run store redacts keys that look like secrets (T
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from orchestrator.models.base import StrictModel
 
 DEFAULT_DEPTHS = (0, 4096, 8192)
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class BenchConfig(_Frozen):
+class BenchConfig(StrictModel):
     prompt_len: int = Field(2048, ge=1)  # pp: fresh prompt tokens per request
     output_len: int = Field(128, ge=1)  # tg: tokens asked for (ignore_eos)
     depths: tuple[int, ...] = DEFAULT_DEPTHS  # tokens of context before the prompt
@@ -26,7 +24,7 @@ class BenchConfig(_Frozen):
     timeout_s: float = Field(300.0, gt=0)  # one request, start to last token
 
 
-class Stat(_Frozen):
+class Stat(StrictModel):
     """mean, median and 99th percentile of one latency, in seconds (None: no sample)."""
 
     mean: float | None = None
@@ -34,7 +32,7 @@ class Stat(_Frozen):
     p99: float | None = None
 
 
-class LevelResult(_Frozen):
+class LevelResult(StrictModel):
     depth: int
     concurrency: int
     requests: int
@@ -58,7 +56,7 @@ class LevelResult(_Frozen):
         return self.client_cpu_s / self.duration_s if self.duration_s > 0 else 0.0
 
 
-class SmokeResult(_Frozen):
+class SmokeResult(StrictModel):
     ok: bool
     endpoint: str
     expected_model: str
@@ -70,7 +68,7 @@ class SmokeResult(_Frozen):
     problem: str = ""  # why it failed, one line
 
 
-class BenchReport(_Frozen):
+class BenchReport(StrictModel):
     schema_version: int = 1
     run_id: str
     recipe: str

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.errors import ProbeParseError
+from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe
 from orchestrator.weights.manifest import manifest_of
 from orchestrator.weights.program import node_program
@@ -15,10 +16,8 @@ from orchestrator.weights.program import node_program
 NAME = "weights-copy"
 
 
-class CopyFacts(BaseModel):
+class CopyFacts(StrictModel):
     """What a node holds at a weights directory, as `cluster weights` staged it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     dest: str
     manifest_id: str | None = Field(default=None, description="None: never staged there")

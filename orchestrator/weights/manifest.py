@@ -8,21 +8,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from orchestrator.models.base import StrictModel
 
 
-class FileEntry(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FileEntry(StrictModel):
     path: str = Field(description="relative to the model directory, '/' separated")
     size: int = Field(ge=0)
     sha256: str | None = Field(default=None, description="None: not known yet (hashed on send)")
 
 
-class Manifest(BaseModel):
+class Manifest(StrictModel):
     """Every file of one model directory. Its id names the content, not where it lives."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = Field(description="a name for people (the directory or the hub repo)")
     files: tuple[FileEntry, ...]

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from orchestrator.errors import WeightsError
+from orchestrator.models.base import StrictModel
 from orchestrator.models.push import AskedNode, PushedNode, PushRound
 
 DEFAULT_ROOT = "/models"
@@ -62,9 +63,7 @@ class RoundReport(PushRound):
     bytes: int
 
 
-class WeightsReport(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class WeightsReport(StrictModel):
     model: str
     source: str
     dest: str
