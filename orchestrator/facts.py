@@ -9,8 +9,9 @@ others, and the judge decides what a missing answer means. Nothing here judges.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -240,6 +241,18 @@ def open_transports(
 
 async def close_transports(transports: Mapping[str, Transport]) -> None:
     await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def node_transports(
+    inventory: Inventory, options: ConnectOptions, factory: TransportFactory | None = None
+) -> AsyncIterator[dict[str, Transport]]:
+    """One transport per node for the block; all closed when it ends, however it ends."""
+    transports = open_transports(inventory, options, factory)
+    try:
+        yield transports
+    finally:
+        await close_transports(transports)
 
 
 async def gather_facts(

@@ -30,9 +30,8 @@ from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
 from orchestrator.facts import (
     FactsRequest,
-    close_transports,
     gather_facts,
-    open_transports,
+    node_transports,
 )
 from orchestrator.launch import (
     LaunchVariant,
@@ -362,8 +361,7 @@ async def run_nccl_check(
     options = options or NcclCheckOptions()
     started = time.monotonic()
     run_id = run.id if run is not None else new_run_id()
-    transports = open_transports(inventory, connect or ConnectOptions(), factory)
-    try:
+    async with node_transports(inventory, connect or ConnectOptions(), factory) as transports:
         facts = await gather_facts(
             inventory, transports, FactsRequest(docker=False, clock=False, peers=False)
         )
@@ -411,8 +409,6 @@ async def run_nccl_check(
                 ),
                 return_exceptions=True,
             )
-    finally:
-        await close_transports(transports)
     checks = []
     for launch, err, (finished, code), lines in zip(launches, starts, waits, logs, strict=True):
         text = lines if isinstance(lines, list) else [f"(could not read the log: {lines})"]

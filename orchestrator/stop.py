@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.facts import close_transports, open_transports
+from orchestrator.facts import close_transports, node_transports
 from orchestrator.launch import LABEL_RUN
 from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
@@ -196,11 +196,10 @@ async def find_leftovers(
     if inventory.connection is Connection.local:
         found = _process_leftovers(inventory)
     else:
-        transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
-        try:
+        async with node_transports(
+            inventory, options or ConnectOptions(connect_timeout_s=5)
+        ) as transports:
             found = await _list_leftovers(inventory, transports, problems)
-        finally:
-            await close_transports(transports)
     now = datetime.now(UTC)
     valid = []
     for f in found:
@@ -238,11 +237,10 @@ async def prune(
     it. Returns one line per container: what was done."""
     if inventory.connection is Connection.local:
         return await _prune_processes(inventory, leftovers, store)
-    transports = open_transports(inventory, options or ConnectOptions(connect_timeout_s=5))
-    try:
+    async with node_transports(
+        inventory, options or ConnectOptions(connect_timeout_s=5)
+    ) as transports:
         return await _prune_with(DockerRuntime(transports), inventory, leftovers, store)
-    finally:
-        await close_transports(transports)
 
 
 async def _prune_processes(

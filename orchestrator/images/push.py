@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.facts import close_transports, open_transports
+from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import IMAGE_KIND, ChainKind, _Ctx, chain_script
 from orchestrator.images.known_hosts import chain_known_hosts
@@ -69,11 +69,8 @@ async def push_image(
     emit: EventSink = on_event or (lambda _e: None)
     started = time.monotonic()
     copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
-    transports = open_transports(inventory, copts, factory)
-    try:
+    async with node_transports(inventory, copts, factory) as transports:
         return await _push(inventory, reference, source, options, emit, started, transports)
-    finally:
-        await close_transports(transports)
 
 
 def chain_ctx(

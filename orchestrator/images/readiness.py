@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pydantic import Field
 
 from orchestrator.errors import ClusterError, ImageError
-from orchestrator.facts import close_transports, open_transports
+from orchestrator.facts import close_transports, node_transports
 from orchestrator.fanout import settle_each
 from orchestrator.images.model import TransportFactory
 from orchestrator.images.nodes import gather_states
@@ -147,10 +147,9 @@ async def probe_image(
 ) -> ProbeReport:
     """`cluster image probe`: who holds the image (identity, store) and can exec it."""
     started = time.monotonic()
-    transports = open_transports(
+    async with node_transports(
         inventory, ConnectOptions(connect_timeout_s=connect_timeout_s), factory
-    )
-    try:
+    ) as transports:
         states = await gather_states(
             inventory, reference, transports, timeout_s=max(10.0, connect_timeout_s * 2)
         )
@@ -164,8 +163,6 @@ async def probe_image(
             transports=transports,
             on_result=on_result,
         )
-    finally:
-        await close_transports(transports)
     by_node = {r.node: r for r in ready}
     rows = []
     for s in states:

@@ -11,9 +11,8 @@ from orchestrator.aio import resolved
 from orchestrator.facts import (
     FactsRequest,
     add_peers,
-    close_transports,
     gather_facts,
-    open_transports,
+    node_transports,
 )
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
@@ -65,8 +64,7 @@ async def run_preflight(
     launch: LaunchPlan | None = None
     launch_error: str | None = None
     engine_args: EngineArgsResult | None = None
-    transports = open_transports(inventory, options or ConnectOptions(), factory)
-    try:
+    async with node_transports(inventory, options or ConnectOptions(), factory) as transports:
         facts = await gather_facts(inventory, transports, request, on_node)
         plan = plan_rendezvous(recipe, inventory, facts)
         missing_image = any(f.image is not None and not f.image.present for f in facts)
@@ -85,8 +83,6 @@ async def run_preflight(
             launch_error = str(exc)
         if launch is not None and head_up:
             engine_args = await _engine_args(recipe, launch, transports, facts[0], docker, limits)
-    finally:
-        await close_transports(transports)
     problems, ran = judge(
         recipe,
         inventory,

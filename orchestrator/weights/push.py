@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.facts import close_transports, open_transports
+from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import ChainKind, _Ctx
 from orchestrator.images.model import Compression, HopStatus, PushEvent, PushOptions, Source
@@ -99,11 +99,8 @@ async def push_weights(
             )
     target = resolve_dest(inventory, src.default_name, dest, host_dir)
     copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
-    transports = open_transports(inventory, copts, factory)
-    try:
+    async with node_transports(inventory, copts, factory) as transports:
         return await _Push(inventory, src, target, options, emit, started, transports).run()
-    finally:
-        await close_transports(transports)
 
 
 def hash_files(root: Path, paths: Sequence[str]) -> dict[str, str]:
