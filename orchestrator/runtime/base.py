@@ -11,6 +11,10 @@ from orchestrator.models.memory import MemoryReading
 
 STREAMS = ("stdout", "stderr")
 
+# How long a node may take to answer the supervisor's 2-second sampling (a sample, a container
+# state) before it counts as not answering: under the cadence's double.
+SAMPLE_TIMEOUT_S = 4.0
+
 
 @dataclass(frozen=True)
 class RankSpec:
@@ -89,7 +93,11 @@ class Runtime(Protocol):
         """The last `lines` raw lines of each stream (`docker logs --tail`), without following."""
         ...
 
-    async def state(self, spec: RankSpec) -> ExitState: ...
+    async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
+        """The container's state. `timeout_s`: how long the node may take to answer (None: the
+        runtime's default); the supervisor's sampling passes SAMPLE_TIMEOUT_S, so a node cut
+        off while it is asked is found as fast as by a failed sample."""
+        ...
 
     async def inspect(self, spec: RankSpec) -> dict[str, Any]: ...
 

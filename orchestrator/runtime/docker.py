@@ -24,10 +24,9 @@ from orchestrator.errors import (
 )
 from orchestrator.launch import with_secret_env
 from orchestrator.models.memory import MemoryReading
-from orchestrator.runtime.base import STREAMS, ExitState, NodeSample, RankSpec
+from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, STREAMS, ExitState, NodeSample, RankSpec
 from orchestrator.transport import CommandResult, Transport
 
-SAMPLE_TIMEOUT_S = 4.0  # under the 2 s cadence's double: a hung node shows up as a failed sample
 # A command's timeout bounds its run once the SSH channel is open; opening the channel has no
 # deadline of its own, so on a cut link it waits for the connection's keepalive (~60 s). Every
 # call here is bounded as a whole: its timeout plus this.
@@ -136,9 +135,9 @@ class DockerRuntime:
             if line
         ]
 
-    async def state(self, spec: RankSpec) -> ExitState:
+    async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
         result = await self._run(
-            spec, _cli(spec).inspect(spec.name, "{{json .State}}"), timeout_s=30
+            spec, _cli(spec).inspect(spec.name, "{{json .State}}"), timeout_s=timeout_s or 30
         )
         if not result.ok:
             if "No such" in result.stderr:
@@ -165,7 +164,7 @@ class DockerRuntime:
     async def sample(self, spec: RankSpec) -> NodeSample:
         pid = self._pids.get(spec.name)
         if pid is None:
-            await self.state(spec)
+            await self.state(spec, timeout_s=SAMPLE_TIMEOUT_S)
             pid = self._pids.get(spec.name, 0)
         label = "python3 -c <node_sampler.py>"  # the argv holds the whole sampler source
         try:

@@ -75,7 +75,7 @@ class ProcessRuntime:
         except (OSError, ValueError):
             return None
 
-    async def state(self, spec: RankSpec) -> ExitState:
+    async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
         out = self.rank_dir(spec)
         exit_file = out / "exit.json"
         if exit_file.exists():

@@ -31,7 +31,7 @@ from orchestrator.models.run import (
     Sample,
 )
 from orchestrator.runstore import Run
-from orchestrator.runtime.base import ExitState, RankSpec, Runtime
+from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.follower import Follower
 from orchestrator.supervisor.metrics import PhaseRecords, write_metrics
@@ -110,7 +110,9 @@ class Supervisor:
             started = self.clock()
             try:
                 s = await self.runtime.sample(spec)
-                state = await self.runtime.state(spec)
+                # As short a deadline as the sample's: a link cut while the node is asked
+                # for its container's state must not wait out a 30 s docker inspect.
+                state = await self.runtime.state(spec, timeout_s=SAMPLE_TIMEOUT_S)
             except ClusterError as exc:
                 if self.state.rank(spec.rank).lost_since is None:
                     log.warning("node not answering", node=spec.node.name, error=exc.line())

@@ -1,0 +1,58 @@
+"""A node cut off while the supervisor asks it for its container's state is found as fast as
+one cut off during a sample. CI caught the gap: the sample answered, the cut came during the
+`docker inspect` that follows it, and that call's 30 s default held NODE_LOST back for 31 s."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from orchestrator.errors import NodeUnreachable
+from orchestrator.models.inventory import Node
+from orchestrator.models.memory import MemoryReading
+from orchestrator.runstore import RunStore
+from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, ExitState, NodeSample, RankSpec
+from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
+from orchestrator.supervisor.watchers import WatchConfig
+
+NODE = Node(name="node3", address="198.18.0.13", user="u", rank=0, fabric_iface="eth1")
+SPEC = RankSpec(rank=0, node=NODE, name="cluster-R-r0", argv=("true",))
+
+
+class CutDuringState:
+    """Samples answer; the state call meets a cut link: nothing comes back, and the call fails
+    only when its deadline passes (as `DockerRuntime._run` does)."""
+
+    def __init__(self) -> None:
+        self.deadlines: list[float | None] = []
+
+    async def sample(self, spec: RankSpec) -> NodeSample:
+        return NodeSample(memory=MemoryReading(), rchar=0, read_bytes=0)
+
+    async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
+        self.deadlines.append(timeout_s)
+        await asyncio.sleep(30 if timeout_s is None else timeout_s)
+        raise NodeUnreachable("no answer", node=spec.node.name, reason="timeout")
+
+
+async def test_a_cut_during_the_state_call_is_a_lost_node_within_the_sample_deadline(
+    tmp_path: Path,
+) -> None:
+    runtime = CutDuringState()
+    sup = Supervisor(
+        RunStore(tmp_path).create(),
+        [SPEC],
+        runtime,  # type: ignore[arg-type]  # only what the sample loop calls
+        SuperviseConfig(watch=WatchConfig(), ready_url=None),
+        recipe="r",
+    )
+    began = time.monotonic()
+    loop = asyncio.create_task(sup._sample_loop(SPEC))
+    while sup.state.rank(0).lost_since is None and time.monotonic() - began < 60:
+        await asyncio.sleep(0.05)
+    sup.stop.set()
+    await asyncio.wait_for(loop, 30)
+    assert runtime.deadlines[0] == SAMPLE_TIMEOUT_S
+    assert sup.state.rank(0).lost_since is not None
+    assert time.monotonic() - began < SAMPLE_TIMEOUT_S + 10  # generous: the bound is 4 s
