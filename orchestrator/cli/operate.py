@@ -76,11 +76,12 @@ def status(
     nodes (the table's title says which)."""
     picked = pick_run(store_for(inventory), run)
     table = not json_out and output is StatusFormat.table
-    if (json_out or output is StatusFormat.json) and (early := not_started(picked)) is not None:
+    early = not_started(picked)
+    if early is not None and (json_out or output is StatusFormat.json):
         # A script polling a boot in its twin or preflight step gets a document, not an error.
         print_json(preparing_view(picked, early).model_dump(mode="json"))
         return
-    if table and (early := not_started(picked)) is not None:
+    if table and early is not None:
         if not watch:
             console.print(early, markup=False)
             return
