@@ -7,11 +7,11 @@ text snapshots (tests/fixtures/terminal/) with the numbers that vary from run to
 `UPDATE_TERMINAL_SNAPSHOTS=1` rewrites them.
 
 Heavy: the built-in cluster listens on 127.0.0.10-17, so run this tier only under the shared
-lock (HELPERS.md). A boot here is the recipe's twin at the test scale, 1/480 (159 MB per rank),
-with every rank's reads slowed to 1.5 MB/s, so ranks stay `loading`, with a rate and an ETA, for
-about a minute and a half: long enough to look at them from several terminals on a busy 2-core
-machine. The twin's weights are the session's (`twin_weights`, tests/conftest.py): written once,
-not once a boot, and the scale is the sim tier's, so a full run has written them before this tier.
+lock (HELPERS.md). A boot here is the recipe's twin at scale 1/240 (318 MB per rank) with every
+rank's reads slowed to 3 MB/s, so ranks stay `loading`, with a rate and an ETA, for about a
+minute: long enough to look at them from several terminals on a busy 2-core machine. The twin's
+weights go into the session's `twin_weights` folder (tests/conftest.py): written once for both
+modules, not once a boot.
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "terminal"
 RECIPE = "mistral-large4-8x-sglang"
-SCALE = "test"  # 1/480: the sim tier's scale, so both use the session's twin weights
-FAULT = "rank=*:slow-read=1.5MB/s"
+# 1/240 and 3 MB/s, not the sim tier's 1/480: at 1/480 the barrier window is half as wide, up to
+# seven ranks are warned about, and their notes push the 100x30 footer off the screen (CI, once).
+SCALE = "1/240"
+FAULT = "rank=*:slow-read=3MB/s"
 CLI = [sys.executable, "-m", "orchestrator.cli"]
 PHASES = "pending|starting|initializing|loading|loaded|warming|serving|exited|unreachable"
 
