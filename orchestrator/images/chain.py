@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.errors import ClusterError
-from orchestrator.images.context import _Ctx, _quint
+from orchestrator.images.context import ChainContext, _quint
 from orchestrator.images.model import Compression, PushEvent, Source, SourceKind
 from orchestrator.images.nodes import run_bounded
 from orchestrator.images.pump import _os_pipe, _Progress, _pump_copy, _pump_direct, _Stream
@@ -28,7 +28,9 @@ from orchestrator.transport.base import LineSplitter
 from orchestrator.transport.pipe import Pipe, open_pipe
 
 
-async def _hop_check(ctx: _Ctx, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
+async def _hop_check(
+    ctx: ChainContext, pairs: Sequence[tuple[str, str]]
+) -> list[tuple[str, str, str]]:
     """Can each sender open an SSH session on its receiver? Returns the broken hops."""
     tag = f"{ctx.tag_base}-hc"
 
@@ -53,7 +55,7 @@ async def _hop_check(ctx: _Ctx, pairs: Sequence[tuple[str, str]]) -> list[tuple[
 
 
 async def _read_events(
-    ctx: _Ctx,
+    ctx: ChainContext,
     pipe: Pipe,
     log: RoundLog,
     prog: _Progress,
@@ -80,7 +82,7 @@ async def _read_events(
     log.first_hop_rc[pipe.node.name] = await pipe.wait()
 
 
-def _on_line(ctx: _Ctx, line: str, log: RoundLog, prog: _Progress, rnd: int) -> None:
+def _on_line(ctx: ChainContext, line: str, log: RoundLog, prog: _Progress, rnd: int) -> None:
     ev = parse_chain_line(line)
     if ev is None:
         return
@@ -115,7 +117,7 @@ def _on_line(ctx: _Ctx, line: str, log: RoundLog, prog: _Progress, rnd: int) -> 
 
 
 async def _run_round(
-    ctx: _Ctx,
+    ctx: ChainContext,
     rnd: int,
     source: Source,
     targets: list[str],
@@ -251,7 +253,7 @@ def _node_source_error(name: str, log: RoundLog, save_word: str = "docker save")
     return None
 
 
-async def _cleanup(ctx: _Ctx, tag: str, names: Sequence[str]) -> None:
+async def _cleanup(ctx: ChainContext, tag: str, names: Sequence[str]) -> None:
     """Stop what a round left running on nodes that never said `end` (after a broken hop)."""
 
     async def one(name: str) -> None:

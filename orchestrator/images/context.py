@@ -1,13 +1,15 @@
-"""What every step of one push shares (`_Ctx`), and how they call the chain script
+"""What every step of one push shares (`ChainContext`), and how they call the chain script
 (`images_chain.sh`, package data): its argv, its common arguments, a node on its command line."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from orchestrator.images.known_hosts import chain_known_hosts
 from orchestrator.images.model import Compression, EventSink, PushOptions
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.transport import Transport
@@ -40,19 +42,25 @@ IMAGE_KIND = ChainKind()
 
 
 @dataclass
-class _Ctx:
+class ChainContext:
+    """What every step of one push shares. The chain script, a fresh tag for the push's temporary
+    names on the nodes, and the host keys its hops trust are made here, once per push."""
+
     inventory: Inventory
-    reference: str
     options: PushOptions
     transports: dict[str, Transport]
     emit: EventSink
     started: float
-    script: str
-    tag_base: str
-    known_hosts_text: str
+    reference: str = ""
     kind: ChainKind = IMAGE_KIND
     # Opens a fresh source stream for a later fan-out wave (default: the image's `_open_source`).
-    opener: Callable[[_Ctx, Any], Awaitable[Any]] | None = field(default=None)
+    opener: Callable[[ChainContext, Any], Awaitable[Any]] | None = None
+    script: str = field(init=False, default_factory=chain_script)
+    tag_base: str = field(init=False, default_factory=lambda: secrets.token_hex(6))
+    known_hosts_text: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.known_hosts_text = chain_known_hosts(self.inventory)
 
     def node(self, name: str) -> Node:
         return self.inventory.node(name)

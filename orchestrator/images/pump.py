@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from orchestrator.images.context import _Ctx
+from orchestrator.images.context import ChainContext
 from orchestrator.images.model import Compression, Source
 from orchestrator.transport.pipe import Pipe
 
@@ -164,7 +164,7 @@ async def _source_error(stream: _Stream, label: str) -> str | None:
 
 
 async def _pump_direct(
-    ctx: _Ctx,
+    ctx: ChainContext,
     source: Source,
     stream: _Stream,
     sink_w: int,

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
-from orchestrator.images.context import IMAGE_KIND, ChainKind, _Ctx, chain_script
-from orchestrator.images.known_hosts import chain_known_hosts
+from orchestrator.images.context import ChainContext
 from orchestrator.images.model import (
     Compression,
     EventSink,
@@ -73,34 +71,6 @@ async def push_image(
         return await _push(inventory, reference, source, options, emit, started, transports)
 
 
-def chain_ctx(
-    inventory: Inventory,
-    transports: dict[str, Transport],
-    options: PushOptions,
-    emit: EventSink,
-    started: float,
-    *,
-    reference: str = "",
-    kind: ChainKind = IMAGE_KIND,
-    opener: Callable[[_Ctx, Any], Awaitable[Any]] | None = None,
-) -> _Ctx:
-    """What one push's steps share: the chain script, a fresh tag for its temporary names on the
-    nodes, and the host keys its hops trust."""
-    return _Ctx(
-        inventory=inventory,
-        reference=reference,
-        options=options,
-        transports=transports,
-        emit=emit,
-        started=started,
-        script=chain_script(),
-        tag_base=secrets.token_hex(6),
-        known_hosts_text=chain_known_hosts(inventory),
-        kind=kind,
-        opener=opener,
-    )
-
-
 async def _push(
     inventory: Inventory,
     reference: str,
@@ -138,7 +108,7 @@ async def _push(
         rows[name].update(action=NodeAction.skipped, verified=True, note=note)
     for p in plan.unreachable:
         rows[p.node].update(action=NodeAction.failed, error=p.evidence)
-    ctx = chain_ctx(inventory, transports, options, emit, started, reference=reference)
+    ctx = ChainContext(inventory, options, transports, emit, started, reference=reference)
     rounds: list[RoundReport] = []
     compression = plan.compression
     compression_reason = plan.compression_reason
@@ -286,7 +256,7 @@ def _has_ssh(state: NodeState) -> bool:
 
 
 async def _verify(
-    ctx: _Ctx, names: Sequence[str], want: ImageIdentity, stores: dict[str, ImageStoreKind]
+    ctx: ChainContext, names: Sequence[str], want: ImageIdentity, stores: dict[str, ImageStoreKind]
 ) -> dict[str, tuple[bool, str, str | None]]:
     """Re-probe: node -> (holds the expected identity, evidence, short identity)."""
     timeout = max(5.0, ctx.options.connect_timeout_s * 2)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, ImageError
 from orchestrator.images.archive import read_archive
-from orchestrator.images.context import _Ctx
+from orchestrator.images.context import ChainContext
 from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
 from orchestrator.images.pump import CHUNK, _open_stream, _spawn_stream, _Stream
 from orchestrator.models.inventory import Inventory, Node
@@ -128,7 +128,7 @@ async def resolve_source(
     )
 
 
-async def _open_source(ctx: _Ctx, source: Source) -> _Stream:
+async def _open_source(ctx: ChainContext, source: Source) -> _Stream:
     """Start what produces the raw stream: `cat` of the archive, the controller's `docker save`,
     or `docker save` on a node over SSH (a fan-out from a node source)."""
     if source.kind is SourceKind.node:

@@ -21,12 +21,11 @@ from typing import Any
 from orchestrator.errors import ConfigError
 from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
-from orchestrator.images.context import ChainKind, _Ctx
+from orchestrator.images.context import ChainContext, ChainKind
 from orchestrator.images.model import Compression, HopStatus, PushEvent, PushOptions, Source
 from orchestrator.images.model import SourceKind as ImageSourceKind
 from orchestrator.images.plan import choose_mode
 from orchestrator.images.pump import _spawn_stream, _Stream
-from orchestrator.images.push import chain_ctx
 from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.push import Mode
@@ -139,10 +138,10 @@ class _Push:
             connect_timeout_s=options.connect_timeout_s,
             stall_timeout_s=options.stall_timeout_s,
         )
-        self.ctx = chain_ctx(
+        self.ctx = ChainContext(
             inventory,
-            transports,
             chain_options,
+            transports,
             self._relay,
             started,
             kind=ChainKind(prefix="w", extra=(node_program(),), **KIND_WORDS),
@@ -253,7 +252,7 @@ class _Push:
             "manifest": self.manifest.as_json(),
         }
 
-    async def _open_controller(self, ctx: _Ctx, _source: Any) -> _Stream:
+    async def _open_controller(self, ctx: ChainContext, _source: Any) -> _Stream:
         """The controller's node program reading the source files (`send`): the round's stream."""
         spec = json.loads(ctx.reference)
         spec.update(root=str(self.src.root), manifest_out=self._manifest_out)
