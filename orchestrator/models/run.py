@@ -91,46 +91,46 @@ class _Event(StrictModel):
     ts: float  # controller monotonic-ish wall time (time.time()), seconds
 
 
-class LogLine(_Event):
-    kind: Literal["log"] = "log"
+class RankEvent(_Event):
+    """An event about one rank: the reducer folds it into that rank's state."""
+
     rank: int
+
+
+class LogLine(RankEvent):
+    kind: Literal["log"] = "log"
     stream: Literal["stdout", "stderr"]
     text: str
 
 
-class Sample(_Event, MemoryReading):
+class Sample(RankEvent, MemoryReading):
     """One sampler reading for a rank's node (its memory) and the rank's processes."""
 
     kind: Literal["sample"] = "sample"
-    rank: int
     rchar: int | None = None  # bytes read by the rank's processes (page cache hits included)
     read_bytes: int | None = None  # bytes that came from the block device
 
 
-class RankStarted(_Event):
+class RankStarted(RankEvent):
     kind: Literal["rank_started"] = "rank_started"
-    rank: int
     container: str
 
 
-class RankExited(_Event):
+class RankExited(RankEvent):
     kind: Literal["rank_exited"] = "rank_exited"
-    rank: int
     exit_code: int | None
     oom_killed: bool = False
     finished_at: float | None = None  # when the process ended (runtime's clock), for ordering
     last_lines: tuple[str, ...] = ()
 
 
-class NodeLost(_Event):
+class NodeLost(RankEvent):
     kind: Literal["node_lost"] = "node_lost"
-    rank: int
     reason: str
 
 
-class NodeBack(_Event):
+class NodeBack(RankEvent):
     kind: Literal["node_back"] = "node_back"
-    rank: int
 
 
 class HeadReady(_Event):

@@ -16,6 +16,7 @@ from orchestrator.models.run import (
     LogLine,
     NodeBack,
     NodeLost,
+    RankEvent,
     RankExited,
     RankPhase,
     RankStarted,
@@ -204,7 +205,7 @@ def reduce_lines(state: BootState, rank: int, ts: float, lines: Sequence[str]) -
 
 def reduce(state: BootState, event: Event) -> BootState:
     """Fold one event into the state. Pure: same events, same state."""
-    r = state.ranks[event.rank] if hasattr(event, "rank") else None
+    r = state.ranks[event.rank] if isinstance(event, RankEvent) else None
     new: RankState | None = None
     extra: dict[str, object] = {}
     if isinstance(event, LogLine) and r is not None:
