@@ -189,14 +189,24 @@ class ProbeParseError(NodeError):
 
 
 class UnhealthyCluster(ClusterError):
+    """Something on the nodes is not healthy: a node failed `cluster inventory check`, lacks a
+    whole copy (`cluster weights status`), kept a rank `cluster stop` could not end cleanly, or
+    requests failed (`cluster bench`)."""
+
     exit_code = ExitCode.UNHEALTHY
 
 
 class PreflightRefused(ClusterError):
+    """A boot that would fail was refused before any rank started: preflight or the NCCL check
+    found the cause, so nothing is left on the nodes to clean up."""
+
     exit_code = ExitCode.PREFLIGHT_REFUSED
 
 
 class ImageError(ClusterError):
+    """The image is missing at its source, did not reach a node whole, or a node that loaded it
+    cannot start a container from it yet (`cluster image push`, a boot's push step)."""
+
     exit_code = ExitCode.IMAGE_FAILED
 
 
@@ -207,10 +217,15 @@ class WeightsError(ClusterError):
 
 
 class BootFailed(ClusterError):
+    """The boot did not reach READY: a rank exited, a node was lost, or the post-load barrier was
+    missed. Every rank's log is in the run directory (`cluster postmortem`)."""
+
     exit_code = ExitCode.BOOT_FAILED
 
 
 class RunStoreError(ClusterError):
+    """A run directory is missing, unreadable or not a run (`--run`, `cluster runs`)."""
+
     exit_code = ExitCode.RUN_STORE
 
 
