@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +67,27 @@ def _env(engine: str, release: str) -> dict[str, str]:
     return env
 
 
-def probe_batch(engine: str, release: str, argvs: list[list[str]]) -> list[dict[str, Any]]:
-    """The release's own verdict on each argv (the flags after the program), in order."""
+RELEASE_PROBE = HERE / "release_probe.py"
+
+
+@dataclass(frozen=True)
+class ReleaseAnswers:
+    """What one release's own parser said: its verdict on each argv asked, and its flag table."""
+
+    verdicts: dict[str, dict[str, Any]]  # json.dumps(argv) -> verdict
+    table: dict[str, Any]
+
+    def verdict(self, argv: list[str]) -> dict[str, Any]:
+        return self.verdicts[json.dumps(argv)]
+
+
+def probe_release(
+    engine: str, release: str, argvs: list[list[str]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The release's own verdict on each argv (the flags after the program), in order, and its
+    serve parser's flag table: one process, one import of the release (release_probe.py)."""
     done = subprocess.run(
-        [sys.executable, str(PROBE), "--batch", engine],
+        [sys.executable, str(RELEASE_PROBE), engine],
         input=json.dumps(argvs),
         env=_env(engine, release),
         capture_output=True,
@@ -77,15 +95,15 @@ def probe_batch(engine: str, release: str, argvs: list[list[str]]) -> list[dict[
         timeout=900,
         check=False,
     )
-    results = [
+    answers = [
         json.loads(line[len(MARK) :]) for line in done.stdout.splitlines() if line.startswith(MARK)
     ]
-    if done.returncode != 0 or len(results) != len(argvs):
+    if done.returncode != 0 or len(answers) != len(argvs) + 1:
         pytest.fail(
-            f"the {engine} {release} probe failed (exit {done.returncode}, {len(results)} of "
-            f"{len(argvs)} answers):\n{done.stderr[-3000:]}"
+            f"the {engine} {release} probe failed (exit {done.returncode}, {len(answers)} of "
+            f"{len(argvs)} answers and the flag table):\n{done.stderr[-3000:]}"
         )
-    return results
+    return answers[:-1], answers[-1]
 
 
 def flag_table(engine: str, release: str) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import pytest
 
 from orchestrator.models.recipe import Engine
 from orchestrator.recipes import list_recipes
-from tests.engines.cases import HEAD_ADDR, RankArgv, rank_argvs
+from tests.engines.cases import HEAD_ADDR, RankArgv, rank_argvs, without
+from tests.engines.side_env import ReleaseAnswers
 
 CASES = rank_argvs()
 
@@ -29,10 +30,11 @@ def _deprecations(verdict: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_rank_argv_parses(case: RankArgv, verdicts: dict[tuple[str, bool], Any]) -> None:
+def test_rank_argv_parses(case: RankArgv, releases: dict[tuple[str, str], ReleaseAnswers]) -> None:
     version = case.recipe.engine_version
     assert version is not None
-    full = verdicts[(case.id, False)]
+    answers = releases[case.release]
+    full = answers.verdict(case.argv)
     assert full["version"] == version.release, "the side environment holds another release"
     if version.beyond_release:
         refused = full["error"] or ""
@@ -40,7 +42,7 @@ def test_rank_argv_parses(case: RankArgv, verdicts: dict[tuple[str, bool], Any])
             f"{case.id}: {version.release} no longer refuses {version.beyond_release} "
             f"(verdict: {refused or 'accepted'}); drop them from engine_version.beyond_release"
         )
-        verdict = verdicts[(case.id, True)]
+        verdict = answers.verdict(without(case.argv, version.beyond_release))
     else:
         verdict = full
     assert verdict["ok"], (
