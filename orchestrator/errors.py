@@ -26,6 +26,7 @@ tracebacks. Anything that is not a `ClusterError` is a bug: the CLI writes a cra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from enum import IntEnum
 
@@ -128,12 +129,29 @@ def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def shown_argv(argv: Sequence[str]) -> str:
+    """`argv` as one line of an error: redacted, and an inline program (`python3 -c PROGRAM`,
+    `sh -c SCRIPT`: hundreds of lines) shown by its size, so that the line still reaches what
+    went wrong. The exception keeps the whole argv."""
+    shown = []
+    for arg in redact_argv(list(argv)):
+        if "\n" in arg:
+            arg = f"<{len(arg.splitlines())}-line program>"
+        elif len(arg) > _LONGEST_ARG:
+            arg = f"{arg[:_LONGEST_ARG]}…<{len(arg)} characters>"
+        shown.append(arg)
+    return " ".join(shown)
+
+
+_LONGEST_ARG = 200
+
+
 class _CommandError(NodeError):
     """A command on a node went wrong; `argv` is what ran (the message shows it redacted)."""
 
     def __init__(self, what: str, *, node: str, argv: list[str], hint: str = "") -> None:
         self.argv = argv
-        super().__init__(f"`{' '.join(redact_argv(argv))}` {what}", node=node, hint=hint)
+        super().__init__(f"`{shown_argv(argv)}` {what}", node=node, hint=hint)
 
 
 class CommandFailed(_CommandError):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from orchestrator.errors import ProbeParseError, tail
+from orchestrator.errors import ProbeParseError, shown_argv, tail
 
 T = TypeVar("T")
 
@@ -68,7 +68,7 @@ class Probe(Generic[T]):
                 raise
             raise self._error(_detail(exc, self.name), node) from exc
         last = (tail(stderr, 1) or tail(stdout, 1)).strip()
-        what = f"`{' '.join(self.argv)}` exited {exit_status}" + (f": {last}" if last else "")
+        what = f"`{shown_argv(self.argv)}` exited {exit_status}" + (f": {last}" if last else "")
         raise self._error(what, node)
 
     def read(self, result: ResultLike) -> T:

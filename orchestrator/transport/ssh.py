@@ -33,6 +33,7 @@ from orchestrator.errors import (
     HostKeyError,
     NodeError,
     NodeUnreachable,
+    shown_argv,
 )
 from orchestrator.logging import get_logger
 from orchestrator.models.inventory import Node
@@ -275,20 +276,20 @@ class SshTransport(Transport):
             return exc
         if isinstance(exc, asyncssh.ChannelOpenError):
             return NodeError(
-                f"could not open an SSH session for `{shlex.join(argv)}`: {exc.reason}",
+                f"could not open an SSH session for `{shown_argv(argv)}`: {exc.reason}",
                 node=self._node.name,
                 hint="the node's sshd may limit sessions (MaxSessions) or be shutting down",
             )
         if isinstance(exc, (asyncssh.DisconnectError, ConnectionError, BrokenPipeError)):
             return self._lost(argv, f": {exc}")
         return NodeError(
-            f"`{shlex.join(argv)}` failed: {type(exc).__name__}: {exc}", node=self._node.name
+            f"`{shown_argv(argv)}` failed: {type(exc).__name__}: {exc}", node=self._node.name
         )
 
     def _lost(self, argv: tuple[str, ...], detail: str = "") -> NodeUnreachable:
         self._conn = None  # the next call reconnects
         return NodeUnreachable(
-            f"connection lost while running `{shlex.join(argv)}`{detail}",
+            f"connection lost while running `{shown_argv(argv)}`{detail}",
             node=self._node.name,
             reason="dropped",
             hint="check the node's management link and sshd",

@@ -61,6 +61,17 @@ async def probe_one(
     return holding_of(node, doc)
 
 
+VERIFY_PROBE_S = 600.0
+"""A verifying probe re-hashes every file of the copy: a 100+ GB model at the disk's pace."""
+
+
+def probe_timeout_s(*, verify: bool, connect_timeout_s: float) -> float:
+    """How long a node has to answer the node program's probe, once connected. A plain probe
+    reads state.json and stats the files (well under a second on a Spark); it gets three connect
+    timeouts, at least 10 s, so a node cut off mid-push is named in seconds, not half a minute."""
+    return VERIFY_PROBE_S if verify else max(10.0, connect_timeout_s * 3)
+
+
 async def probe_nodes(
     inventory: Inventory,
     transports: dict[str, Transport],

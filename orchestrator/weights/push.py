@@ -43,7 +43,7 @@ from orchestrator.weights.model import (
     WeightsReport,
 )
 from orchestrator.weights.node_program import sha256_file
-from orchestrator.weights.nodes import probe_nodes
+from orchestrator.weights.nodes import probe_nodes, probe_timeout_s
 from orchestrator.weights.plan import destination, group_by_files, needs, space_problem
 from orchestrator.weights.program import node_program
 from orchestrator.weights.source import SourceModel, remember_sums, scan_source
@@ -165,7 +165,9 @@ class _Push:
             self.transports,
             {"dest": self.dest, "verify": verify},
             names=names,
-            timeout_s=max(30.0, self.options.connect_timeout_s * 3),
+            timeout_s=probe_timeout_s(
+                verify=verify, connect_timeout_s=self.options.connect_timeout_s
+            ),
         )
 
     async def run(self) -> WeightsReport:

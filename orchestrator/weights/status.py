@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.errors import ClusterError
+from orchestrator.facts import node_transports
 from orchestrator.images.nodes import run_bounded
 from orchestrator.models.inventory import Inventory, Node
-from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.weights.model import GIB, Holding
-from orchestrator.weights.nodes import probe_nodes
+from orchestrator.weights.nodes import probe_nodes, probe_timeout_s
 from orchestrator.weights.program import program_argv
 
 
@@ -28,17 +29,13 @@ async def weights_status(
 ) -> list[Holding]:
     """Every node's holding at `dest` (rank order). `verify` re-hashes every file there."""
     copts = ConnectOptions(connect_timeout_s=connect_timeout_s)
-    make = factory or (lambda n: transport_for(inventory, n, copts))
-    transports = {n.name: make(n) for n in inventory.nodes}
-    try:
+    async with node_transports(inventory, copts, factory) as transports:
         return await probe_nodes(
             inventory,
             transports,
             {"dest": dest, "cache": cache, "verify": verify},
-            timeout_s=600.0 if verify else max(30.0, connect_timeout_s * 3),
+            timeout_s=probe_timeout_s(verify=verify, connect_timeout_s=connect_timeout_s),
         )
-    finally:
-        await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
 
 
 @dataclass(frozen=True)
@@ -106,15 +103,11 @@ async def warm_nodes(
 ) -> dict[str, str]:
     """Read the copy once on each named node; node -> what happened."""
     copts = ConnectOptions(connect_timeout_s=connect_timeout_s)
-    make = factory or (lambda n: transport_for(inventory, n, copts))
     chosen = [n for n in inventory.nodes if n.name in names]
-    transports = {n.name: make(n) for n in chosen}
 
-    async def one(node: Node) -> str:
+    async def one(transport: Transport) -> str:
         try:
-            r = await run_bounded(
-                transports[node.name], program_argv("warm", {"dest": dest}), 3600.0
-            )
+            r = await run_bounded(transport, program_argv("warm", {"dest": dest}), 3600.0)
         except ClusterError as exc:
             return f"failed: {exc.line()}"
         try:
@@ -123,10 +116,8 @@ async def warm_nodes(
             return f"failed: exit {r.exit_status}: {r.stderr.strip()[-200:]}"
         return f"read {_g(n)}"
 
-    try:
-        results = await asyncio.gather(*(one(n) for n in chosen))
-    finally:
-        await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
+    async with node_transports(inventory, copts, factory) as transports:
+        results = await asyncio.gather(*(one(transports[n.name]) for n in chosen))
     return {n.name: r for n, r in zip(chosen, results, strict=True)}
 
 

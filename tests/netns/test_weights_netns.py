@@ -204,6 +204,11 @@ def test_a_node_cut_off_mid_push_is_named_and_the_rest_resent_from_where_it_brok
     assert by["ctb-node4"]["action"] == "failed"
     assert "ctb-node4" in by["ctb-node4"]["error"], by["ctb-node4"]["error"]
     assert "ctb-node4" in err and "did not reach 1 of 8" in err
+    # The re-probe of the cut node gets three connect timeouts (10 s), and its line names the
+    # node program by its size: the line is about the node, not 20 KB of the program's source.
+    assert "<" in by["ctb-node4"]["error"] and "-line program> probe" in by["ctb-node4"]["error"]
+    assert "did not finish within 10 s" in by["ctb-node4"]["error"], by["ctb-node4"]["error"]
+    assert max(len(line) for line in err.splitlines()) < 600, err[:2000]
     for k in (0, 1, 2, 3, 5, 6, 7):
         assert by[f"ctb-node{k}"]["action"] == "sent", by[f"ctb-node{k}"]
     first, second = doc["rounds"][:2]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
+from orchestrator.errors import CommandTimeout
 from orchestrator.launch import PlanError, plan_launch, with_secret_env
 from orchestrator.recipes import load_recipe
 from orchestrator.redact import REDACTED, is_secret_name, redact
@@ -177,3 +178,15 @@ def test_inventory_show_json_keeps_the_key_files_path(tmp_path, capsys):
     node = json.loads(capsys.readouterr().out)["nodes"][0]
     assert node["private_key"] == "/k/id"
     assert node["extra_vars"]["ansible_ssh_private_key_file"] == "/k/id"
+
+
+def test_an_errors_argv_shows_an_inline_program_by_its_size_and_still_hides_a_token() -> None:
+    program = "\n".join(f"line {i}" for i in range(580))
+    token = "hf_" + "a" * 30
+    argv = ["python3", "-c", program, "probe", '{"dest":"/m"}', "--hf-token", token, "x" * 500]
+    err = CommandTimeout(node="n4", argv=argv, timeout_s=10)
+    line = err.line()
+    assert line.startswith('node n4: `python3 -c <580-line program> probe {"dest":"/m"} ')
+    assert line.endswith("<500 characters>` did not finish within 10 s — " + err.hint)
+    assert token not in line and REDACTED in line and len(line) < 500
+    assert err.argv == argv  # the exception keeps what ran, whole
