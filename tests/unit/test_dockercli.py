@@ -17,13 +17,14 @@ from orchestrator.check import check_node
 from orchestrator.dockercli import DockerCli
 from orchestrator.facts import FactsRequest, gather_node_facts
 from orchestrator.launch import LABEL_RUN
-from orchestrator.models.inventory import Inventory, Node
+from orchestrator.models.inventory import Node
 from orchestrator.probes.exec_ready import wait_exec_ready
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.stop import Leftover, _list_leftovers, _prune_with
 from orchestrator.transport.fake import FakeReply, FakeTransport
+from tests.inventories import inventory_of
 
 SOCK = "unix:///run/cluster-testbed/nodes/node3/docker.sock"
 ORCHESTRATOR = Path(__file__).resolve().parents[2] / "orchestrator"
@@ -115,15 +116,7 @@ async def test_every_runtime_command_reaches_a_daemon_known_only_by_docker_host(
 async def test_prune_lists_saves_and_removes_through_the_nodes_docker_host(tmp_path: Path) -> None:
     daemon = HostOnlyDaemon()
     n = node()
-    inv = Inventory(
-        path=tmp_path / "inv.yaml",
-        sha256="",
-        name="c",
-        connection="ssh",
-        known_hosts=None,
-        runs_dir=None,
-        nodes=(n,),
-    )
+    inv = inventory_of(n, path=tmp_path / "inv.yaml")
     transports = {n.name: FakeTransport(n, daemon)}
     found = await _list_leftovers(inv, transports)
     assert found == [Leftover("spark-3", "cluster-R-r3", "R", "3", "?")]
@@ -144,15 +137,7 @@ async def test_prune_keeps_a_container_whose_log_cannot_be_read(tmp_path: Path) 
     daemon = HostOnlyDaemon()
     runtime = DockerRuntime({n.name: FakeTransport(n, daemon)})
     item = Leftover("spark-3", "cluster-R-r3", "R", "3", "running")
-    inv = Inventory(
-        path=tmp_path / "i.yaml",
-        sha256="",
-        name="c",
-        connection="ssh",
-        known_hosts=None,
-        runs_dir=None,
-        nodes=(n,),
-    )
+    inv = inventory_of(n, path=tmp_path / "i.yaml")
     done = await _prune_with(runtime, inv, [item], RunStore(tmp_path / "runs"))
     assert done[0].startswith("spark-3: kept cluster-R-r3: ")
     assert "Cannot connect" in done[0]
@@ -164,15 +149,7 @@ async def test_facts_check_and_exec_readiness_ask_the_nodes_daemon() -> None:
     n = node()
     transport = FakeTransport(n, daemon)
     await gather_node_facts(n, transport, FactsRequest(image="img:1", clock=False))
-    inv = Inventory(
-        path=Path("i.yaml"),
-        sha256="",
-        name="c",
-        connection="ssh",
-        known_hosts=None,
-        runs_dir=None,
-        nodes=(n,),
-    )
+    inv = inventory_of(n)
     await check_node(inv, n, transport)
     await wait_exec_ready(transport, "img:1", window_s=1)
     asked = {argv[3] for argv in daemon.docker_calls}

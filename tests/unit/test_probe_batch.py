@@ -8,17 +8,17 @@ with a slow login shell (tests/netns/test_docker_host_netns.py counts the shell 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from orchestrator.check import check_node
 from orchestrator.facts import FactsRequest, ask_batch, gather_node_facts
-from orchestrator.models.inventory import Inventory, Node
+from orchestrator.models.inventory import Node
 from orchestrator.probes.base import Probe
 from orchestrator.probes.batch import batch_argv, batch_output, split_batch, unbatch
 from orchestrator.transport.base import CommandResult
 from orchestrator.transport.fake import FakeReply, FakeTransport
 from orchestrator.transport.local import LocalTransport
+from tests.inventories import inventory_of
 
 NODE = Node(name="n1", address="127.0.0.10", user="u", rank=0, fabric_iface="lo")
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -105,15 +105,7 @@ async def test_preflight_facts_take_three_commands_and_the_check_one() -> None:
     assert len(t.sent) == 3, t.sent
     assert len(t.calls) > 10  # ... while every probe was asked
     assert set(facts.errors) >= {"host", "memory", "interfaces", "docker", "clock", "disks"}
-    inv = Inventory(
-        path=Path("i.yaml"),
-        sha256="",
-        name="c",
-        connection="ssh",
-        known_hosts=None,
-        runs_dir=None,
-        nodes=(node,),
-    )
+    inv = inventory_of(node)
     t2 = Counting(node, answer)
     row = await check_node(inv, node, t2)
     assert len(t2.sent) == 1 and {c[0] for c in t2.calls} >= {"uname", "cat", "ip", "docker"}

@@ -11,28 +11,21 @@ from typing import Any
 
 import pytest
 
-from orchestrator.models.inventory import Inventory, Node
+from orchestrator.models.inventory import Node
 from orchestrator.transport.base import CommandResult
 from orchestrator.transport.fake import FakeReply, FakeTransport
 from orchestrator.weights.model import WeightsOptions
 from orchestrator.weights.nodes import VERIFY_PROBE_S, probe_timeout_s
 from orchestrator.weights.push import push_weights
 from orchestrator.weights.status import weights_status
+from tests.inventories import inventory_of
 from tests.weights_model import make_model
 
 NODES = tuple(
     Node(name=f"n{i}", address=f"198.18.0.{10 + i}", user="u", rank=i, fabric_iface="lo")
     for i in range(2)
 )
-INVENTORY = Inventory(
-    path=Path("i.yaml"),
-    sha256="",
-    name="c",
-    connection="ssh",
-    known_hosts=None,
-    runs_dir=None,
-    nodes=NODES,
-)
+INVENTORY = inventory_of(*NODES)
 
 
 @dataclass
