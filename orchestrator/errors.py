@@ -26,6 +26,7 @@ tracebacks. Anything that is not a `ClusterError` is a bug: the CLI writes a cra
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from enum import IntEnum
@@ -130,16 +131,18 @@ def tail(text: str, lines: int = 20) -> str:
 
 
 def shown_argv(argv: Sequence[str]) -> str:
-    """`argv` as one line of an error: redacted, and an inline program (`python3 -c PROGRAM`,
-    `sh -c SCRIPT`: hundreds of lines) shown by its size, so that the line still reaches what
-    went wrong. The exception keeps the whole argv."""
+    """`argv` as one line of an error: redacted, quoted as a shell would need it (copy, paste,
+    run), and an inline program (`python3 -c PROGRAM`, `sh -c SCRIPT`: hundreds of lines) shown
+    by its size, so that the line still reaches what went wrong. The exception keeps the whole
+    argv."""
     shown = []
     for arg in redact_argv(list(argv)):
         if "\n" in arg:
-            arg = f"<{len(arg.splitlines())}-line program>"
+            shown.append(f"<{len(arg.splitlines())}-line program>")
         elif len(arg) > _LONGEST_ARG:
-            arg = f"{arg[:_LONGEST_ARG]}…<{len(arg)} characters>"
-        shown.append(arg)
+            shown.append(f"{shlex.quote(arg[:_LONGEST_ARG])}…<{len(arg)} characters>")
+        else:
+            shown.append(shlex.quote(arg))
     return " ".join(shown)
 
 

@@ -186,7 +186,7 @@ def test_an_errors_argv_shows_an_inline_program_by_its_size_and_still_hides_a_to
     argv = ["python3", "-c", program, "probe", '{"dest":"/m"}', "--hf-token", token, "x" * 500]
     err = CommandTimeout(node="n4", argv=argv, timeout_s=10)
     line = err.line()
-    assert line.startswith('node n4: `python3 -c <580-line program> probe {"dest":"/m"} ')
+    assert line.startswith('node n4: `python3 -c <580-line program> probe \'{"dest":"/m"}\' ')
     assert line.endswith("<500 characters>` did not finish within 10 s — " + err.hint)
     assert token not in line and REDACTED in line and len(line) < 500
     assert err.argv == argv  # the exception keeps what ran, whole
