@@ -130,11 +130,14 @@ def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_LONGEST_ARG = 200  # characters of one argument an error line shows
+
+
 def shown_argv(argv: Sequence[str]) -> str:
     """`argv` as one line of an error: redacted, quoted as a shell would need it (copy, paste,
     run), and an inline program (`python3 -c PROGRAM`, `sh -c SCRIPT`: hundreds of lines) shown
-    by its size, so that the line still reaches what went wrong. The exception keeps the whole
-    argv."""
+    by its size, so that the line still reaches what went wrong. The whole argv stays on the
+    command errors (`_CommandError.argv`)."""
     shown = []
     for arg in redact_argv(list(argv)):
         if "\n" in arg:
@@ -144,9 +147,6 @@ def shown_argv(argv: Sequence[str]) -> str:
         else:
             shown.append(shlex.quote(arg))
     return " ".join(shown)
-
-
-_LONGEST_ARG = 200
 
 
 class _CommandError(NodeError):

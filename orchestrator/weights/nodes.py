@@ -78,9 +78,10 @@ async def probe_nodes(
     spec: dict[str, Any],
     *,
     names: Sequence[str] | None = None,
-    timeout_s: float = 30.0,
+    timeout_s: float,
 ) -> list[Holding]:
-    """Every node's holding (rank order); a node that cannot be asked says why."""
+    """Every node's holding (rank order); a node that cannot be asked says why. `timeout_s`:
+    see `probe_timeout_s`."""
     chosen = [n for n in inventory.nodes if names is None or n.name in names]
     return await settle_each(
         chosen,

@@ -46,11 +46,6 @@ def _questions() -> dict[Release, list[list[str]]]:
 def releases() -> dict[Release, ReleaseAnswers]:
     """Each release's answers. Two at a time: an import is one core's work, and CI has two."""
 
-    def ask(release: Release, argvs: list[list[str]]) -> ReleaseAnswers:
-        verdicts, table = probe_release(*release, argvs)
-        keyed = {json.dumps(a): v for a, v in zip(argvs, verdicts, strict=True)}
-        return ReleaseAnswers(keyed, table)
-
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {r: pool.submit(ask, r, argvs) for r, argvs in _questions().items()}
+        futures = {r: pool.submit(probe_release, *r, argvs) for r, argvs in _questions().items()}
         return {r: f.result() for r, f in futures.items()}

@@ -81,13 +81,11 @@ class ReleaseAnswers:
         return self.verdicts[json.dumps(argv)]
 
 
-def probe_release(
-    engine: str, release: str, argvs: list[list[str]]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The release's own verdict on each argv (the flags after the program), in order, and its
-    serve parser's flag table: one process, one import of the release (release_probe.py)."""
+def probe_release(engine: str, release: str, argvs: list[list[str]]) -> ReleaseAnswers:
+    """The release's own verdict on each argv (the flags after the program) and its serve
+    parser's flag table: one process, one import of the release (release_probe.py)."""
     done = subprocess.run(
-        [sys.executable, str(RELEASE_PROBE), engine],
+        [sys.executable, str(RELEASE_PROBE), str(PROBE), engine],
         input=json.dumps(argvs),
         env=_env(engine, release),
         capture_output=True,
@@ -103,7 +101,8 @@ def probe_release(
             f"the {engine} {release} probe failed (exit {done.returncode}, {len(answers)} of "
             f"{len(argvs)} answers and the flag table):\n{done.stderr[-3000:]}"
         )
-    return answers[:-1], answers[-1]
+    *verdicts, table = answers
+    return ReleaseAnswers({json.dumps(a): v for a, v in zip(argvs, verdicts, strict=True)}, table)
 
 
 def flag_table(engine: str, release: str) -> dict[str, Any]:
