@@ -10,7 +10,6 @@ The run directory is written at every step, so a crash anywhere leaves a readabl
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -25,9 +24,12 @@ from orchestrator import __version__
 from orchestrator.errors import (
     BootFailed,
     ClusterError,
+    CommandTimeout,
     ConfigError,
     ImageError,
+    NodeUnreachable,
     PreflightRefused,
+    RunStoreError,
 )
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.launch import LaunchPlan
@@ -36,15 +38,16 @@ from orchestrator.models.events import Resumed, Step
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
-from orchestrator.models.run import Finding, Outcome, RankStarted
+from orchestrator.models.run import Finding, NodeLost, Outcome, RankStarted
 from orchestrator.paths import state_dir
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
 from orchestrator.preflight import run_preflight
 from orchestrator.probes.tcp import connect_probe
 from orchestrator.recipes import resolve_recipe
-from orchestrator.runctx import watch_config
-from orchestrator.runstore import Run, RunStore
+from orchestrator.run_files import InventorySnapshot, Plans, RunManifest, Verdict, Versions
+from orchestrator.runctx import RunContext, watch_config
+from orchestrator.runstore import Run, RunLock, RunStore
 from orchestrator.runtime.base import RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
@@ -119,21 +122,39 @@ def _step(run: Run, ui: BootUI, name: str, detail: str = "") -> None:
     ui.step(name, detail)
 
 
-def write_verdict(run: Run, verdict: Finding, extra: dict[str, Any] | None = None) -> None:
-    outcome = verdict.outcome or Outcome.RANK_EXITED
-    run.write_json(
-        "verdict.json",
-        {
-            "outcome": outcome.value,
-            "exit_code": int(outcome.exit_code),
-            "category": outcome.category,
-            "rank": verdict.rank,
-            "summary": verdict.message,
-            "advice": verdict.advice,
-            "finished": datetime.now(UTC).isoformat(),
-            **(extra or {}),
-        },
+def write_verdict(run: Run, verdict: Finding, **extra: Any) -> Verdict:
+    """The run's verdict.json (once: runstore refuses a second final verdict)."""
+    return run.write_verdict(Verdict.of(verdict, **extra))
+
+
+def stopped_finding(where: str) -> Finding:
+    """`cluster stop` ended the run before it had a verdict of its own."""
+    return Finding(
+        watcher="stop",
+        severity="verdict",
+        rank=None,
+        outcome=Outcome.STOPPED,
+        message=f"`cluster stop` ended the run {where}",
+        advice="nothing failed; `cluster boot` starts it again",
     )
+
+
+class StopLatch:
+    """What a `cluster stop` request does to this boot. Before supervision the boot's task is
+    cancelled (preflight, pushes and starts are safe to cut: the stop that asked removes what
+    was started); during supervision the supervisor ends with STOPPED, by its own loop."""
+
+    def __init__(self) -> None:
+        self.task = asyncio.current_task()
+        self.asked = False
+        self.supervisor: Supervisor | None = None
+
+    def __call__(self) -> None:
+        self.asked = True
+        if self.supervisor is not None:
+            self.supervisor.request_stop()
+        elif self.task is not None:
+            self.task.cancel()
 
 
 # -- the simulated twin ---------------------------------------------------------------------
@@ -214,6 +235,28 @@ async def _wait_port(transport: Transport, address: str, port: int, deadline_s: 
     return False
 
 
+# At most this many `docker run`s at once: eight ranks start side by side, and a bigger
+# cluster does not open a hundred sessions' worth of container creations on a busy controller.
+START_PARALLEL = 16
+
+
+def start_deadline(connect_s: float) -> float:
+    """How long one rank's start may take: the node's connect deadline twice over (one to be
+    reached, one for `docker run -d` to return). A node cut during the start is named then,
+    not after the 120 s a `docker run` may otherwise wait."""
+    return 2 * connect_s
+
+
+class StartFailed(ClusterError):
+    """One or more ranks of a wave did not start: the verdict names them (a hung or lost node
+    is NODE_LOST naming it; a refused start is RANK_EXITED)."""
+
+    def __init__(self, verdict: Finding, lost: dict[int, str]) -> None:
+        super().__init__(verdict.message, where="start")
+        self.verdict = verdict
+        self.lost = lost
+
+
 async def start_ranks(
     run: Run,
     ui: BootUI,
@@ -223,10 +266,24 @@ async def start_ranks(
     transports: dict[str, Transport],
     supervisor: Supervisor,
     port_wait_s: float,
+    start_deadline_s: float = 30.0,
 ) -> None:
-    """Wave by wave (vLLM: the head first and its port open). A rank that fails to start stops
-    the launch; nothing is removed."""
+    """Wave by wave (vLLM: the head first and its port open); the ranks of a wave side by side,
+    each within `start_deadline_s`, so one node that hangs holds back no other rank. A rank
+    that fails to start stops the launch after its wave; nothing is removed."""
     by_rank = {s.rank: s for s in specs}
+    gate = asyncio.Semaphore(START_PARALLEL)
+
+    async def start_one(spec: RankSpec) -> tuple[RankSpec, float, BaseException | None]:
+        async with gate:
+            began = time.time()
+            try:
+                await asyncio.wait_for(runtime.start(spec), start_deadline_s)
+            except (ClusterError, TimeoutError) as exc:
+                return spec, began, exc
+            supervisor.mark_started(spec)
+            return spec, began, None
+
     for i, wave in enumerate(plan.waves):
         if i > 0 and plan.engine is Engine.vllm:
             head = by_rank[0]
@@ -240,10 +297,57 @@ async def start_ranks(
                     where=f"rank 0 ({head.node.name})",
                     hint="see rank-0/ in the run directory; the workers were not started",
                 )
-        for k in wave:
-            await runtime.start(by_rank[k])
-            supervisor.mark_started(by_rank[k])
-        _step(run, ui, "started", f"ranks {', '.join(map(str, wave))}")
+        results = await asyncio.gather(*(start_one(by_rank[k]) for k in wave))
+        failed = [(spec, began, exc) for spec, began, exc in results if exc is not None]
+        started = [spec.rank for spec, _b, exc in results if exc is None]
+        if started:
+            _step(run, ui, "started", f"ranks {', '.join(map(str, started))}")
+        if failed:
+            raise _start_failed(supervisor, failed, start_deadline_s)
+
+
+def _start_failed(
+    supervisor: Supervisor,
+    failed: list[tuple[RankSpec, float, BaseException | None]],
+    deadline_s: float,
+) -> StartFailed:
+    """The verdict for a wave that did not start whole: a node that did not answer within the
+    deadline is lost (NODE_LOST names the first); otherwise the first refusal."""
+    hung = [(s, began) for s, began, exc in failed if _node_silent(exc)]
+    lost: dict[int, str] = {}
+    for spec, began in hung:
+        reason = f"`docker run` did not return within {deadline_s:.0f} s"
+        lost[spec.rank] = reason
+        supervisor.fold(NodeLost(ts=began, rank=spec.rank, reason=reason))
+    if hung:
+        spec = hung[0][0]
+        names = ", ".join(f"rank {s.rank} ({s.node.name})" for s, _b in hung)
+        verdict = Finding(
+            watcher="start",
+            severity="verdict",
+            rank=spec.rank,
+            outcome=Outcome.NODE_LOST,
+            message=f"{names}: the node stopped answering while its rank was being started "
+            f"(no answer within {deadline_s:.0f} s)",
+            advice=f"check {spec.node.name}'s management link and sshd; the other ranks were "
+            "started and keep their logs: `cluster stop` saves and removes them",
+        )
+        return StartFailed(verdict, lost)
+    spec, _began, exc = failed[0]
+    why = exc.line() if isinstance(exc, ClusterError) else str(exc)
+    verdict = Finding(
+        watcher="start",
+        severity="verdict",
+        rank=spec.rank,
+        outcome=Outcome.RANK_EXITED,
+        message=f"launch stopped: rank {spec.rank} ({spec.node.name}) did not start: {why}",
+        advice="nothing was removed; see the run directory",
+    )
+    return StartFailed(verdict, lost)
+
+
+def _node_silent(exc: BaseException | None) -> bool:
+    return isinstance(exc, (TimeoutError, CommandTimeout, NodeUnreachable))
 
 
 # -- evidence -------------------------------------------------------------------------------
@@ -291,25 +395,19 @@ def write_manifest(
     recipe: Recipe,
     twin: dict[str, Any] | None,
     inventory: Inventory,
-    plans: dict[str, Any] | None = None,
+    plans: Plans | None = None,
 ) -> None:
     run.write_manifest(
-        {
-            "run_id": run.id,
-            "created": datetime.now(UTC).isoformat(),
-            "versions": {"cluster": __version__, "python": sys.version.split()[0]},
-            "recipe": recipe.model_dump(mode="json"),
-            "real_recipe": real.name,
-            "twin": twin,
-            "inventory": {
-                "path": str(inventory.path),
-                "sha256": inventory.sha256,
-                "name": inventory.name,
-                "connection": inventory.connection.value,
-                "nodes": [n.model_dump(mode="json") for n in inventory.nodes],
-            },
-            "plans": plans or {},
-        }
+        RunManifest(
+            run_id=run.id,
+            created=datetime.now(UTC),
+            versions=Versions(cluster=__version__, python=sys.version.split()[0]),
+            recipe=recipe,
+            real_recipe=real.name,
+            twin=twin,
+            inventory=InventorySnapshot.of(inventory),
+            plans=plans or Plans(),
+        )
     )
 
 
@@ -337,13 +435,41 @@ async def boot(
     store: RunStore | None = None,
     on_run: Callable[[Run], None] | None = None,
 ) -> BootResult:
+    """One boot, owned by this process from its first second: the run's lock is taken when its
+    folder is made and held (with its heartbeat) through preflight, push, start and
+    supervision, so a `cluster supervise` of it is refused and a `cluster stop` reaches it."""
     options = options or BootOptions()
     ui = ui or QuietUI()
     store = store or RunStore(inventory.runs_dir)
     real = resolve_recipe(recipe_ref)
     run = store.create()
+    lock = run.acquire_lock("boot")
     if on_run:
         on_run(run)
+    latch = StopLatch()
+    try:
+        async with lock.held(on_stop=latch):
+            return await _boot(run, lock, latch, real, inventory, options, ui)
+    except asyncio.CancelledError:
+        if not latch.asked:
+            raise
+        if (task := asyncio.current_task()) is not None:
+            task.uncancel()
+        verdict = stopped_finding("before its ranks were supervised")
+        if run.verdict() is None:
+            write_verdict(run, verdict)
+        return BootResult(run, verdict)
+
+
+async def _boot(
+    run: Run,
+    lock: RunLock,
+    latch: StopLatch,
+    real: Recipe,
+    inventory: Inventory,
+    options: BootOptions,
+    ui: BootUI,
+) -> BootResult:
     _step(run, ui, "run", str(run.dir))
     recipe, twin = real, None
     simulated = inventory.connection is Connection.local
@@ -376,17 +502,8 @@ async def boot(
             verdict.message, where=f"run {run.id}", hint=verdict.advice, run_dir=str(run.dir)
         )
     plan = pre.launch
-    write_manifest(
-        run,
-        real,
-        recipe,
-        twin,
-        inventory,
-        {
-            "rendezvous": pre.rendezvous.model_dump(mode="json"),
-            "launch": plan.model_dump(mode="json"),
-        },
-    )
+    plans = Plans(rendezvous=pre.rendezvous, launch=plan)
+    write_manifest(run, real, recipe, twin, inventory, plans)
 
     transports: dict[str, Transport] = {}
     runtime: Runtime
@@ -417,13 +534,26 @@ async def boot(
         ),
         recipe=real.name,
         on_view=ui.view,
+        lock=lock,
     )
     try:
         _step(run, ui, "start", f"{len(specs)} ranks, {waves_text(plan.waves)}")
         try:
             await start_ranks(
-                run, ui, plan, specs, runtime, transports, supervisor, recipe.timeouts.connect * 4
+                run,
+                ui,
+                plan,
+                specs,
+                runtime,
+                transports,
+                supervisor,
+                port_wait_s=recipe.timeouts.connect * 4,
+                start_deadline_s=start_deadline(recipe.timeouts.connect),
             )
+        except StartFailed as exc:
+            await collect_evidence(run, specs, runtime, exc.lost)
+            write_verdict(run, exc.verdict)
+            return BootResult(run, exc.verdict, diagnosis=diagnose(run))
         except ClusterError as exc:
             verdict = Finding(
                 watcher="start",
@@ -437,15 +567,19 @@ async def boot(
             write_verdict(run, verdict)
             return BootResult(run, verdict, diagnosis=diagnose(run))
         _step(run, ui, "supervise")
+        latch.supervisor = supervisor
+        if latch.asked:  # asked while the last rank started
+            supervisor.request_stop()
+        lock.handover("supervisor")
         verdict = await supervisor.supervise()
-        if verdict.outcome is not Outcome.READY:
+        if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
             await collect_evidence(run, specs, runtime, supervisor.lost_ranks())
-        elif options.smoke:
+        elif verdict.outcome is Outcome.READY and options.smoke:
             from orchestrator.serving_bench.session import smoke_verdict
 
             _step(run, ui, "smoke", f"{url}/v1/chat/completions")
-            verdict = await smoke_verdict(run, url, recipe.model_dump(mode="json")) or verdict
-        write_verdict(run, verdict, {"repaired_bytes": supervisor.repaired_bytes})
+            verdict = await smoke_verdict(run, url, recipe) or verdict
+        write_verdict(run, verdict, repaired_bytes=supervisor.repaired_bytes)
     finally:
         await close_transports(transports)
     return BootResult(
@@ -455,7 +589,7 @@ async def boot(
         repaired_bytes=supervisor.repaired_bytes,
         # A failed smoke has its own verdict: the boot itself went well (no postmortem).
         diagnosis=None
-        if verdict.outcome in (Outcome.READY, Outcome.SMOKE_FAILED)
+        if verdict.outcome in (Outcome.READY, Outcome.SMOKE_FAILED, Outcome.STOPPED)
         else diagnose(run),
     )
 
@@ -488,10 +622,6 @@ async def ensure_image(
         )
 
 
-def load_json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 async def resume(
     run: Run,
     *,
@@ -502,12 +632,45 @@ async def resume(
 
     Every rank's log resumes from where the preserved copy ends (no gap, no duplicate); what
     arrived while no supervisor ran is fetched now and reported as such, not as repaired."""
-    from orchestrator.runctx import load_context, replay_logs
-    from orchestrator.runstore import run_started_at
+    from orchestrator.runctx import load_context
 
     options = options or BootOptions()
     ui = ui or QuietUI()
     ctx = load_context(run)
+    ended = run.verdict()
+    if ended is not None and not ended.outcome.serving:
+        raise RunStoreError(
+            f"run {run.id} has ended ({ended.outcome.value}): there is nothing to supervise",
+            where=str(run.dir),
+            hint=f"`cluster postmortem {run.id}` explains it",
+        )
+    lock = run.acquire_lock("supervisor")  # refused while the run's owner lives
+    latch = StopLatch()
+    try:
+        async with lock.held(on_stop=latch):
+            return await _resume(run, ctx, lock, latch, options, ui)
+    except asyncio.CancelledError:
+        if not latch.asked:
+            raise
+        if (task := asyncio.current_task()) is not None:
+            task.uncancel()
+        verdict = stopped_finding("while it was being resumed")
+        if run.verdict() is None:
+            write_verdict(run, verdict)
+        return BootResult(run, verdict)
+
+
+async def _resume(
+    run: Run,
+    ctx: RunContext,
+    lock: RunLock,
+    latch: StopLatch,
+    options: BootOptions,
+    ui: BootUI,
+) -> BootResult:
+    from orchestrator.runctx import replay_logs
+    from orchestrator.runstore import run_started_at
+
     transports: dict[str, Transport] = {}
     runtime: Runtime
     if ctx.simulated:
@@ -528,7 +691,9 @@ async def resume(
         recipe=ctx.recipe_name,
         on_view=ui.view,
         resume_state=replay_logs(ctx),
+        lock=lock,
     )
+    latch.supervisor = supervisor
     # Deadlines count from when the ranks were started, as in the first supervisor.
     starts = [e.ts for e in run.events() if isinstance(e, RankStarted)]
     supervisor.started = min(starts) if starts else run_started_at(run)
@@ -537,7 +702,7 @@ async def resume(
     run.append_event(Resumed(bytes_preserved=kept_before))
     try:
         verdict = await supervisor.supervise()
-        if verdict.outcome is not Outcome.READY:
+        if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
             await collect_evidence(run, ctx.specs, runtime, supervisor.lost_ranks())
     finally:
         await close_transports(transports)
@@ -546,12 +711,13 @@ async def resume(
     write_verdict(
         run,
         verdict,
-        {"repaired_bytes": supervisor.repaired_bytes, "fetched_on_resume_bytes": fetched},
+        repaired_bytes=supervisor.repaired_bytes,
+        fetched_on_resume_bytes=fetched,
     )
     return BootResult(
         run,
         verdict,
         endpoint=ctx.endpoint if verdict.outcome is Outcome.READY else None,
         repaired_bytes=supervisor.repaired_bytes,
-        diagnosis=None if verdict.outcome is Outcome.READY else diagnose(run),
+        diagnosis=None if verdict.outcome in (Outcome.READY, Outcome.STOPPED) else diagnose(run),
     )

@@ -44,6 +44,7 @@ class ExitCode(IntEnum):
     PREFLIGHT_REFUSED = 4
     IMAGE_FAILED = 5
     BOOT_FAILED = 6
+    STOPPED = 7
     RUN_STORE = 8
     WEIGHTS_FAILED = 9
     INTERRUPTED = 130

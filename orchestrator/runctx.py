@@ -15,9 +15,10 @@ from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import RunStoreError
 from orchestrator.inventory import load_inventory
 from orchestrator.launch import LaunchPlan
-from orchestrator.models.inventory import Connection, Inventory, Node
-from orchestrator.models.recipe import Timeouts
+from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.models.recipe import Recipe, Timeouts
 from orchestrator.models.run import LogLine, RankStarted
+from orchestrator.run_files import RunManifest
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.specs import rank_specs
@@ -29,15 +30,32 @@ from orchestrator.supervisor.watchers import WatchConfig, watch_config_for
 @dataclass(frozen=True)
 class RunContext:
     run: Run
-    manifest: dict[str, Any]
+    manifest: RunManifest
     inventory: Inventory
     plan: LaunchPlan
     specs: list[RankSpec]
     watch: WatchConfig
-    timeouts: Timeouts
-    recipe_name: str
-    serve_port: int
-    readiness_path: str
+
+    @property
+    def recipe(self) -> Recipe:
+        """The recipe the ranks ran (the twin's, on the simulated cluster)."""
+        return self.manifest.recipe
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.recipe.timeouts
+
+    @property
+    def recipe_name(self) -> str:
+        return self.manifest.real_recipe or self.recipe.name
+
+    @property
+    def serve_port(self) -> int:
+        return self.recipe.ports.serve
+
+    @property
+    def readiness_path(self) -> str:
+        return self.recipe.readiness_path
 
     @property
     def simulated(self) -> bool:
@@ -54,52 +72,41 @@ class RunContext:
 
 def load_context(run: Run) -> RunContext:
     """Everything needed to act on a run again, from its manifest alone."""
-    if not run.manifest_path.exists():
-        raise RunStoreError("the run has no manifest.json", where=str(run.dir))
-    manifest = run.read_manifest()
-    launch = (manifest.get("plans") or {}).get("launch")
-    if not launch:
+    manifest = run.manifest()
+    plan = manifest.plans.launch
+    if plan is None:
         raise RunStoreError(
             "this run never got past preflight: no ranks were started",
             where=str(run.dir),
             hint=f"`cluster postmortem {run.id}` explains why",
         )
-    plan = LaunchPlan.model_validate(launch)
-    inv_data = manifest["inventory"]
-    inv_path = Path(inv_data["path"])
+    snap = manifest.inventory
+    inv_path = Path(snap.path)
     if inv_path.exists():
         inventory = load_inventory(inv_path)
     else:  # a copied run: rebuild from the snapshot
         inventory = Inventory(
             path=inv_path,
-            sha256=inv_data.get("sha256", ""),
-            name=inv_data.get("name", "cluster"),
-            connection=Connection(inv_data.get("connection", "ssh")),
+            sha256=snap.sha256,
+            name=snap.name,
+            connection=snap.connection,
             known_hosts=None,
             runs_dir=None,
-            nodes=tuple(Node.model_validate(n) for n in inv_data["nodes"]),
+            nodes=snap.nodes,
         )
-    recipe = manifest.get("recipe") or {}
-    specs = rank_specs(plan, inventory)
-    # The recipe's own model reads them back, defaults included: no literal retyped here.
-    timeouts = Timeouts.model_validate(recipe.get("timeouts") or {})
-    model = recipe.get("model") or {}
+    recipe = manifest.recipe
     return RunContext(
         run=run,
         manifest=manifest,
         inventory=inventory,
         plan=plan,
-        specs=specs,
+        specs=rank_specs(plan, inventory),
         watch=watch_config(
-            timeouts,
-            model.get("expected_bytes_per_rank"),
-            engine=str(recipe.get("engine", "sglang")),
-            env=recipe.get("env") or {},
+            recipe.timeouts,
+            recipe.model.expected_bytes_per_rank,
+            engine=recipe.engine.value,
+            env=recipe.env,
         ),
-        timeouts=timeouts,
-        recipe_name=str(manifest.get("real_recipe") or recipe.get("name") or plan.recipe),
-        serve_port=int((recipe.get("ports") or {}).get("serve", 30000)),
-        readiness_path=str(recipe.get("readiness_path", "/health")),
     )
 
 

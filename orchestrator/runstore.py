@@ -2,9 +2,13 @@
 
     <runs>/<run-id>/           0700; id YYYYmmddTHHMMSSZ-<6 hex> (valid in container names)
       manifest.json            resolved recipe, inventory snapshot and its hash, plans, versions
+      verdict.json             how it ended; written once (run_files.py types both)
       events.jsonl             append-only, one typed event per line
       status.json              the latest view, replaced atomically
-      lock.json                the supervisor that writes this run, with a heartbeat
+      lock.json                the one controller that writes this run, with a heartbeat: taken
+                               when the folder is made, held through preflight, push, start and
+                               supervision
+      stop-request.json        `cluster stop` asks the run's controller to end (it writes STOPPED)
       rank-<k>/                per rank: preserved streams, inspect output, samples
 
 `<runs>` is the inventory's `cluster_runs_dir`, else `$XDG_STATE_HOME/cluster/runs`, so every
@@ -13,6 +17,7 @@ terminal finds the same runs. Every writer goes through `redact`: secrets never 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -21,11 +26,11 @@ import secrets
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,7 +39,10 @@ from orchestrator.models.events import RECORD, Record
 from orchestrator.paths import state_dir
 from orchestrator.redact import REDACTED, is_secret_name, redact
 
-__all__ = ["REDACTED", "Run", "RunStore", "is_secret_name", "redact"]
+if TYPE_CHECKING:  # run_files imports the plans; most commands never read a manifest
+    from orchestrator.run_files import RunManifest, Verdict
+
+__all__ = ["REDACTED", "Run", "RunLock", "RunStore", "VerdictExists", "is_secret_name", "redact"]
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
 # A supervisor writes its heartbeat every HEARTBEAT_S; a lock older than STALE_S is dead.
@@ -90,20 +98,102 @@ class Run:
     dir: Path
 
     manifest_path = _InRunDir("manifest.json")
+    verdict_path = _InRunDir("verdict.json")
     events_path = _InRunDir("events.jsonl")
     status_path = _InRunDir("status.json")
     lock_path = _InRunDir("lock.json")
+    stop_request_path = _InRunDir("stop-request.json")
 
     def rank_dir(self, rank: int) -> Path:
         path = self.dir / f"rank-{rank}"
         path.mkdir(mode=0o700, exist_ok=True)
         return path
 
-    def write_manifest(self, manifest: Mapping[str, Any] | BaseModel) -> None:
-        atomic_write_text(self.manifest_path, _json(manifest))
+    def write_manifest(self, manifest: RunManifest) -> None:
+        atomic_write_text(self.manifest_path, _json(manifest.model_dump(mode="json")))
 
     def read_manifest(self) -> dict[str, Any]:
+        """The manifest as it lies, untyped: only for the postmortem, which must read whatever a
+        damaged, hand-made or foreign run left. Everyone else: `manifest()`."""
         return _read_json(self.manifest_path)
+
+    def manifest(self) -> RunManifest:
+        """The typed manifest (an earlier release's shape upgraded on the way)."""
+        from orchestrator.run_files import RunManifest, UpgradeError, upgrade_manifest
+
+        if not self.manifest_path.exists():
+            raise RunStoreError("the run has no manifest.json", where=str(self.dir))
+        try:
+            return RunManifest.model_validate(upgrade_manifest(_read_json(self.manifest_path)))
+        except (ValidationError, UpgradeError) as exc:
+            raise RunStoreError(
+                f"manifest.json does not read: {_first_error(exc)}",
+                where=str(self.dir),
+                hint="a run written by a newer `cluster`? `cluster postmortem` still reads it",
+            ) from exc
+
+    def has_launch_plan(self) -> bool:
+        """Ranks were planned (preflight passed): the manifest holds the launch plan."""
+        return self.manifest_path.exists() and self.manifest().plans.launch is not None
+
+    def verdict(self) -> Verdict | None:
+        """How the run ended; None while it has no verdict yet."""
+        from orchestrator.run_files import UpgradeError, Verdict, upgrade_verdict
+
+        if not self.verdict_path.exists():
+            return None
+        try:
+            return Verdict.model_validate(upgrade_verdict(_read_json(self.verdict_path)))
+        except (ValidationError, UpgradeError) as exc:
+            raise RunStoreError(
+                f"verdict.json does not read: {_first_error(exc)}", where=str(self.dir)
+            ) from exc
+
+    def write_verdict(self, verdict: Verdict) -> Verdict:
+        """Written once. A serving outcome (READY, SMOKE_FAILED) may be followed by the one
+        that ends the serving (an incident, STOPPED); any other verdict is final, and a second
+        writer gets `VerdictExists` (two controllers on one run must never both decide)."""
+        text = _json(verdict.model_dump(mode="json"))
+        current = self.verdict() if self.verdict_path.exists() else None
+        if current is not None and not current.outcome.serving:
+            raise VerdictExists(
+                f"the run already has its verdict {current.outcome.value}; "
+                f"{verdict.outcome.value} was not written",
+                where=str(self.dir),
+            )
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".verdict.json.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            if current is None:
+                try:  # link, not rename: fails if another writer got there first
+                    os.link(tmp, self.verdict_path)
+                except FileExistsError:
+                    raise VerdictExists(
+                        f"another writer decided this run first; {verdict.outcome.value} was "
+                        "not written",
+                        where=str(self.dir),
+                    ) from None
+            else:
+                os.replace(tmp, self.verdict_path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return verdict
+
+    # -- stop requests ------------------------------------------------------------------------
+
+    def request_stop(self, by: str) -> None:
+        """Ask the run's controller to end (it writes the STOPPED verdict itself)."""
+        atomic_write_text(
+            self.stop_request_path,
+            json.dumps(
+                {"by": by, "pid": os.getpid(), "host": socket.gethostname(), "at": time.time()}
+            ),
+        )
+
+    def stop_requested(self) -> bool:
+        return self.stop_request_path.exists()
 
     def append_event(self, event: Record) -> None:
         """One record (models/events.py) as one JSON line, appended with a single write so
@@ -164,13 +254,21 @@ class Run:
         return True
 
     def acquire_lock(self, owner: str = "supervisor") -> RunLock:
-        """Take the run for this process; `RunLocked` when another live supervisor holds it."""
+        """Take the run for this process; `RunLocked` when another live controller holds it."""
         if self.supervisor_alive():
             holder = self.lock_holder() or {}
+            since = holder.get("started")
+            when = (
+                datetime.fromtimestamp(float(since), UTC).strftime(" since %H:%M:%S UTC")
+                if isinstance(since, (int, float))
+                else ""
+            )
             raise RunLocked(
-                f"run {self.id} is supervised by pid {holder.get('pid')} on {holder.get('host')}",
+                f"run {self.id} is held by its {holder.get('owner', 'controller')} "
+                f"(pid {holder.get('pid')} on {holder.get('host')}{when})",
                 where=str(self.dir),
-                hint="use `cluster status` to watch it, or stop that supervisor first",
+                hint="`cluster status` watches it; `cluster stop` ends it; `cluster supervise` "
+                "takes over only once that process is gone",
             )
         lock = RunLock(self, owner)
         lock.beat()
@@ -178,7 +276,8 @@ class Run:
 
 
 class RunLock:
-    """Held by the one process that writes a run; `beat()` every HEARTBEAT_S keeps it alive."""
+    """Held by the one process that writes a run; `beat()` every HEARTBEAT_S keeps it alive
+    (`held()` does it in the background, so preflight, pushes and starts hold the run too)."""
 
     def __init__(self, run: Run, owner: str) -> None:
         self.run = run
@@ -199,11 +298,52 @@ class RunLock:
             ),
         )
 
+    def handover(self, owner: str) -> None:
+        """The same process holds on under another name (the boot hands to its supervisor)."""
+        self.owner = owner
+        self.beat()
+
+    @contextlib.asynccontextmanager
+    async def held(self, on_stop: Callable[[], None] | None = None) -> AsyncIterator[RunLock]:
+        """Beat every HEARTBEAT_S while the block runs, release at its end. A `cluster stop`
+        request (stop-request.json) calls `on_stop` once, from the heartbeat."""
+        asked = False
+
+        async def heartbeat() -> None:
+            nonlocal asked
+            while True:
+                await asyncio.sleep(HEARTBEAT_S)
+                self.beat()
+                if not asked and on_stop is not None and self.run.stop_requested():
+                    asked = True
+                    on_stop()
+
+        task = asyncio.create_task(heartbeat())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self.release()
+
     def release(self) -> None:
         holder = self.run.lock_holder()
         if holder and holder.get("pid") == os.getpid():
             with contextlib.suppress(FileNotFoundError):
                 self.run.lock_path.unlink()
+
+
+class VerdictExists(RunStoreError):
+    """A second verdict for a run that has a final one."""
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where}: {err['msg']}" if where else str(err["msg"])
+    return str(exc)
 
 
 def _pid_alive(pid: int) -> bool:

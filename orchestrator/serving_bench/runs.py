@@ -3,14 +3,13 @@ and the files the bench keeps in it (smoke.json, bench.json, bench.png)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import httpx
 from pydantic import ValidationError
 
 from orchestrator.errors import ConfigError, RunStoreError
+from orchestrator.models.recipe import Recipe
 from orchestrator.runstore import Run
 from orchestrator.serving_bench.model import BenchReport, SmokeResult
 
@@ -24,34 +23,31 @@ class NotServing(ConfigError):
     """`cluster bench` on a run whose model does not answer now (exit 2: nothing was asked)."""
 
 
-def served_model_name(recipe: dict[str, Any]) -> str:
+def served_model_name(recipe: Recipe) -> str:
     """The name clients must ask for: `--served-model-name`, else the model path the engine
     was given (both engines' default)."""
-    args = [str(a) for a in recipe.get("args") or []]
+    args = [str(a) for a in recipe.args]
     name = ""
     for i, arg in enumerate(args):
         if arg == "--served-model-name" and i + 1 < len(args):
             name = args[i + 1]
         elif arg.startswith("--served-model-name="):
             name = arg.partition("=")[2]
-    return name or str((recipe.get("model") or {}).get("path") or "")
+    return name or str(recipe.model.path or "")
 
 
 def check_serving(run: Run, ready_url: str, timeout_s: float = 5.0) -> None:
     """NotServing unless the boot ended READY and the head answers its readiness path now."""
-    verdict_path = run.dir / "verdict.json"
-    outcome = None
-    if verdict_path.exists():
-        outcome = json.loads(verdict_path.read_text()).get("outcome")
-    if outcome is None:
+    verdict = run.verdict()
+    if verdict is None:
         raise NotServing(
             "the boot has no verdict yet: it is still booting, or its controller died",
             where=f"run {run.id}",
             hint="`cluster status` shows where it is; bench once it is READY",
         )
-    if outcome not in ("READY", "SMOKE_FAILED"):
+    if not verdict.outcome.serving:
         raise NotServing(
-            f"the boot ended {outcome}, so nothing serves",
+            f"the boot ended {verdict.outcome.value}, so nothing serves",
             where=f"run {run.id}",
             hint=f"`cluster postmortem {run.id}` says why",
         )

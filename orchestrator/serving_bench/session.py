@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from orchestrator.models.events import Smoke
+from orchestrator.models.recipe import Recipe
 from orchestrator.models.run import Finding, Outcome
 from orchestrator.runctx import RunContext
 from orchestrator.runstore import Run
@@ -23,7 +23,7 @@ from orchestrator.serving_bench.sweep import run_sweep
 
 
 def model_of(ctx: RunContext) -> str:
-    return served_model_name(ctx.manifest.get("recipe") or {})
+    return served_model_name(ctx.recipe)
 
 
 def smoke_run(ctx: RunContext, endpoint: str | None = None) -> SmokeResult:
@@ -71,7 +71,7 @@ def bench_run(
     return report
 
 
-async def smoke_verdict(run: Run, endpoint: str, recipe: dict[str, Any]) -> Finding | None:
+async def smoke_verdict(run: Run, endpoint: str, recipe: Recipe) -> Finding | None:
     """The boot's smoke request after READY: None when it passed, else the SMOKE_FAILED
     verdict. smoke.json and smoke-response.txt keep what came back either way."""
     transcript: list[str] = []

@@ -30,7 +30,7 @@ from orchestrator.models.run import (
     RunPhase,
     Sample,
 )
-from orchestrator.runstore import Run
+from orchestrator.runstore import Run, RunLock
 from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, ExitState, RankSpec, Runtime
 from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.follower import Follower
@@ -65,6 +65,10 @@ class Supervisor:
     clock: Callable[[], float] = time.time
     # A resumed supervisor starts from what the preserved logs already say.
     resume_state: InitVar[BootState | None] = None
+    # The run's lock when the caller holds it already (a boot holds it from its first second);
+    # None: the supervisor takes it for the time it supervises.
+    lock: RunLock | None = None
+    stop_asked: bool = field(default=False, init=False)  # `cluster stop` asked: end STOPPED
     state: BootState = field(init=False)
     warned: set[tuple[str, int | None]] = field(default_factory=set, init=False)
     warnings: list[Finding] = field(default_factory=list, init=False)
@@ -179,6 +183,22 @@ class Supervisor:
         if self.on_view:
             self.on_view(v)
 
+    def request_stop(self) -> None:
+        """`cluster stop` asked (through the run's lock): the loop ends with STOPPED."""
+        self.stop_asked = True
+
+    def _stopped(self) -> Finding | None:
+        if not self.stop_asked:
+            return None
+        return Finding(
+            watcher="stop",
+            severity="verdict",
+            rank=None,
+            outcome=Outcome.STOPPED,
+            message="`cluster stop` ended the run while it was supervised",
+            advice="nothing failed; `cluster boot` starts it again",
+        )
+
     def _judge(self) -> Finding | None:
         now = self.clock()
         for f in watch(self.state, now, self.cfg.watch):
@@ -219,15 +239,16 @@ class Supervisor:
         tasks += [asyncio.create_task(self._sample_loop(s)) for s in self.specs]
         tasks.append(asyncio.create_task(self._ready_loop()))
         verdict: Finding | None = None
-        lock = self.run_dir.acquire_lock()
+        own_lock = self.lock is None
+        lock = self.lock or self.run_dir.acquire_lock()
         try:
             while verdict is None:
                 await asyncio.sleep(self.cfg.tick_s)
                 lock.beat()
-                verdict = self._judge()
+                verdict = self._stopped() or self._judge()
                 self._publish(RunPhase.booting)
             decided_at = self.clock()
-            if verdict.outcome is not Outcome.READY:
+            if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
                 await asyncio.sleep(self.cfg.drain_s)  # let the last lines and exits land
                 # Exits are noticed in sampling order, not in the order they happened: judge
                 # again once every rank's exit is in, by when each process really ended (and
@@ -244,7 +265,8 @@ class Supervisor:
                 t.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             await asyncio.gather(*(self._reconcile(f) for f in self.followers))
-            lock.release()
+            if own_lock:
+                lock.release()
         phase = RunPhase.ready if verdict.outcome is Outcome.READY else RunPhase.failed
         self._publish(phase, verdict)
         self.run_dir.append_event(VerdictRecord(decided_at=decided_at, **dict(verdict)))
