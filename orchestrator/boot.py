@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,7 @@ from orchestrator.runtime.base import RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import rank_specs
+from orchestrator.stop import stopped_finding
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
 from orchestrator.transport import ConnectOptions, Transport
@@ -125,18 +126,6 @@ def _step(run: Run, ui: BootUI, name: str, detail: str = "") -> None:
 def write_verdict(run: Run, verdict: Finding, **extra: Any) -> Verdict:
     """The run's verdict.json (once: runstore refuses a second final verdict)."""
     return run.write_verdict(Verdict.of(verdict, **extra))
-
-
-def stopped_finding(where: str) -> Finding:
-    """`cluster stop` ended the run before it had a verdict of its own."""
-    return Finding(
-        watcher="stop",
-        severity="verdict",
-        rank=None,
-        outcome=Outcome.STOPPED,
-        message=f"`cluster stop` ended the run {where}",
-        advice="nothing failed; `cluster boot` starts it again",
-    )
 
 
 class StopLatch:
@@ -308,7 +297,7 @@ async def start_ranks(
 
 def _start_failed(
     supervisor: Supervisor,
-    failed: list[tuple[RankSpec, float, BaseException | None]],
+    failed: Sequence[tuple[RankSpec, float, BaseException | None]],
     deadline_s: float,
 ) -> StartFailed:
     """The verdict for a wave that did not start whole: a node that did not answer within the

@@ -5,11 +5,9 @@ and the state its preserved logs imply. What `cluster status` (live), `cluster s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import RunStoreError
@@ -152,7 +150,3 @@ def replay_logs(ctx: RunContext) -> BootState:
             LogLine(ts=ns / 1e9, rank=rank, stream=stream, text=text.rstrip("\n")),
         )
     return state
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else None

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import heapq
-import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,18 +52,13 @@ def summarize(run: Run) -> RunSummary:
 
 
 def _summarize(run: Run) -> RunSummary:
-    manifest: dict[str, Any] = {}
-    if run.manifest_path.exists():
-        manifest = run.read_manifest()
+    manifest = run.manifest() if run.manifest_path.exists() else None
     status = run.read_status() or {}
-    verdict_file = run.dir / "verdict.json"
-    outcome = None
-    if verdict_file.exists():
-        outcome = json.loads(verdict_file.read_text()).get("outcome")
-    outcome = outcome or status.get("outcome")
+    verdict = run.verdict()
+    outcome = verdict.outcome.value if verdict else status.get("outcome")
     started = run_started(run)
     updated = status.get("updated")
-    recipe = (manifest.get("recipe") or {}).get("name") if manifest else None
+    recipe = manifest.recipe.name if manifest else None
     return RunSummary(
         run_id=run.id,
         dir=str(run.dir),

@@ -153,7 +153,7 @@ class Run:
         """Written once. A serving outcome (READY, SMOKE_FAILED) may be followed by the one
         that ends the serving (an incident, STOPPED); any other verdict is final, and a second
         writer gets `VerdictExists` (two controllers on one run must never both decide)."""
-        text = _json(verdict.model_dump(mode="json"))
+        text = _json(verdict.document())  # exit_code and category beside, for scripts
         current = self.verdict() if self.verdict_path.exists() else None
         if current is not None and not current.outcome.serving:
             raise VerdictExists(

@@ -18,7 +18,7 @@ from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.models.events import Stopped
 from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, RunPhase, Sample
-from orchestrator.runctx import RunContext, read_json, replay_logs
+from orchestrator.runctx import RunContext, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
@@ -115,21 +115,22 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
             # `cluster stop` removed it: whatever its last line said (serving, warming), the
             # rank has exited; its row must not read as alive under a "stopped" header.
             state = reduce(state, RankExited(ts=now, rank=k, exit_code=None))
-    verdict = read_json(ctx.run.dir / "verdict.json") or {}
+    ended = ctx.run.verdict()
+    outcome = ended.outcome.value if ended else None
     phase, detail = RunPhase.booting, ""
     if stopped_at is not None and not any(v in ("running", "unreachable") for v in states.values()):
         # Nothing left to ask: the run ended at `cluster stop`, whatever it had reached.
         when = datetime.fromtimestamp(stopped_at, UTC).strftime("%H:%M:%S UTC")
-        after = "after READY " if verdict.get("outcome") == "READY" else ""
+        after = "after READY " if outcome == "READY" else ""
         phase, detail = RunPhase.stopped, f"{after}(`cluster stop` at {when})"
-    elif verdict.get("outcome") == "READY" or state.rank(0).phase.value == "serving":
+    elif outcome == "READY" or state.rank(0).phase.value == "serving":
         latency = await asyncio.to_thread(probe_ready, ctx.ready_url)
         if latency is not None:
             state = reduce(state, HeadReady(ts=now, latency_s=latency))
             phase = RunPhase.ready
-        elif verdict.get("outcome") == "READY":
+        elif outcome == "READY":
             phase, detail = RunPhase.ready, "(head not answering now)"
-    elif verdict.get("outcome"):
+    elif outcome:
         phase = RunPhase.failed
     view = build_view(
         state,
@@ -142,7 +143,7 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
         endpoint=ctx.endpoint,
         container_states=states,
     )
-    return view.model_copy(update={"source": "live", "outcome": verdict.get("outcome")})
+    return view.model_copy(update={"source": "live", "outcome": outcome})
 
 
 async def current_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:

@@ -5,6 +5,7 @@ run directory first, then stop and remove that run's containers, matched by the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -18,14 +19,60 @@ from orchestrator.facts import close_transports, node_transports
 from orchestrator.launch import LABEL_RUN
 from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
+from orchestrator.models.run import Finding, Outcome
+from orchestrator.run_files import Verdict
 from orchestrator.runctx import RunContext
-from orchestrator.runstore import RUN_ID_RE, Run, RunStore
+from orchestrator.runstore import RUN_ID_RE, Run, RunStore, VerdictExists
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.status import runtime_for
 from orchestrator.terminal import harmless
 from orchestrator.transport import ConnectOptions, Transport
+
+# How long `cluster stop` waits for the run's controller to write STOPPED and let go: its
+# heartbeat notices the request within HEARTBEAT_S, its supervisor's tick within a second, and
+# reconciling the rank logs it followed takes a few seconds more on a slow node.
+CONTROLLER_EXIT_S = 45.0
+
+
+def stopped_finding(where: str) -> Finding:
+    """`cluster stop` ended the run before it had a verdict of its own."""
+    return Finding(
+        watcher="stop",
+        severity="verdict",
+        rank=None,
+        outcome=Outcome.STOPPED,
+        message=f"`cluster stop` ended the run {where}",
+        advice="nothing failed; `cluster boot` starts it again",
+    )
+
+
+async def end_controller(run: Run, wait_s: float = CONTROLLER_EXIT_S) -> str | None:
+    """Ask the run's live controller (a boot, a detached boot, a `cluster supervise`) to end,
+    through the run's lock, and wait for it to let go. It writes the STOPPED verdict itself.
+    Returns a line for people when it did not let go in time (the stop goes on regardless)."""
+    if not run.supervisor_alive():
+        return None
+    holder = run.lock_holder() or {}
+    run.request_stop(by="cluster stop")
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        if not run.supervisor_alive():
+            return None
+    return (
+        f"the run's {holder.get('owner', 'controller')} (pid {holder.get('pid')} on "
+        f"{holder.get('host')}) did not end within {wait_s:.0f} s; its ranks are stopped anyway"
+    )
+
+
+def record_stopped(run: Run, where: str) -> None:
+    """The STOPPED verdict, unless the run already has one (its controller wrote it, or it
+    had ended before the stop): a verdict is written once."""
+    if run.verdict() is None:
+        with contextlib.suppress(VerdictExists):
+            run.write_verdict(Verdict.of(stopped_finding(where)))
 
 
 @dataclass
@@ -93,6 +140,7 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
             gone=tuple(sorted(report.gone)),
         )
     )
+    record_stopped(ctx.run, "while its ranks ran")
     return report
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -229,8 +228,9 @@ def boot_cmd(
             raise
     result.last_view = ui.last
     if json_out:
-        verdict = json.loads((result.run.dir / "verdict.json").read_text())
-        print_json({**verdict, "run_dir": str(result.run.dir), "endpoint": result.endpoint})
+        verdict = result.run.verdict()
+        document = verdict.document() if verdict else {"outcome": result.verdict.outcome}
+        print_json({**document, "run_dir": str(result.run.dir), "endpoint": result.endpoint})
     else:
         print_outcome(result, wide=wide)
     if not result.ok:

@@ -9,7 +9,6 @@ completes nothing.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import typer
@@ -56,11 +55,10 @@ def run_choices(inventory: str | None, incomplete: str) -> list[tuple[str, str]]
     for run in runs:
         if not run.id.startswith(incomplete):
             continue
-        verdict = run.dir / "verdict.json"
         outcome = "no verdict"
-        if verdict.exists():
-            with contextlib.suppress(OSError, ValueError):
-                outcome = str(json.loads(verdict.read_text()).get("outcome") or outcome)
+        with contextlib.suppress(ClusterError, OSError):
+            if (verdict := run.verdict()) is not None:
+                outcome = verdict.outcome.value
         out.append((run.id, outcome))
     return out
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sys
 import time
@@ -127,9 +126,7 @@ def status(
 def not_started(run: Run) -> str | None:
     """A run still before its ranks (the twin's weights, preflight): a line saying what it is
     doing. None once it has ranks, or once it has ended without them (`load_context` says so)."""
-    if (run.dir / "verdict.json").exists():
-        return None
-    if run.manifest_path.exists() and (run.read_manifest().get("plans") or {}).get("launch"):
+    if run.verdict_path.exists() or run.has_launch_plan():
         return None
     steps = [e for e in run.events() if isinstance(e, Step)]
     doing = f"{steps[-1].step} {steps[-1].detail}" if steps else "starting"
@@ -140,7 +137,7 @@ def preparing_view(run: Run, doing: str) -> BootView:
     """The --json document of a run before its ranks: booting, no rows, what it is doing."""
     recipe = ""
     if run.manifest_path.exists():
-        recipe = str((run.read_manifest().get("recipe") or {}).get("name") or "")
+        recipe = run.manifest().recipe.name
     return BootView(
         run_id=run.id,
         recipe=recipe,
@@ -179,13 +176,22 @@ def supervise(
 def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False) -> None:
     """Save every rank's complete log and inspect output into the run directory, then stop and
     remove that run's containers (only those: matched by the run's labels)."""
+    from orchestrator.stop import end_controller, record_stopped, stop_run
+
     r = pick_run(store_for(inventory), run)
+    if not r.has_launch_plan():  # still in preflight or its twin: no ranks to save or remove
+        if not yes and not typer.confirm(f"stop run {r.id} (no ranks started yet)?"):
+            raise typer.Abort()
+        late = asyncio.run(end_controller(r))
+        record_stopped(r, "before its ranks were started")
+        console.print(plain(late or f"run {r.id}: stopped before any rank started"))
+        return
     ctx = load_context(r)
     names = ", ".join(f"{s.name}@{s.node.name}" for s in ctx.specs)
     if not yes and not typer.confirm(f"stop and remove run {r.id}'s ranks ({names})?"):
         raise typer.Abort()
-    from orchestrator.stop import stop_run
-
+    if (late := asyncio.run(end_controller(r))) is not None:
+        err_console.print(plain(f"warning: {late}"), soft_wrap=True)
     report = asyncio.run(stop_run(ctx))
     gone = f"; {len(report.gone)} already gone" if report.gone else ""
     # The built-in simulated cluster runs its ranks as local processes, not containers.
@@ -287,6 +293,5 @@ def _serving_or_supervised(store: RunStore, run_id: str) -> bool:
     if not run_dir.is_dir():
         return False
     run = store.open(run_id)
-    verdict = run_dir / "verdict.json"
-    outcome = json.loads(verdict.read_text()).get("outcome") if verdict.exists() else None
-    return outcome in ("READY", "SMOKE_FAILED") or run.supervisor_alive()  # both serve
+    verdict = run.verdict()
+    return (verdict is not None and verdict.outcome.serving) or run.supervisor_alive()

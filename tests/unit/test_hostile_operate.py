@@ -13,17 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.boot import write_manifest
 from orchestrator.cli.main import main
 from orchestrator.errors import ExitCode
 from orchestrator.fanout import settle
 from orchestrator.inventory import load_inventory
 from orchestrator.launch import LaunchPlan, RankLaunch
 from orchestrator.models.recipe import Engine
-from orchestrator.runstore import RunStore
+from orchestrator.run_files import Plans
+from orchestrator.runstore import Run, RunStore
 from orchestrator.stop import Leftover, find_leftovers
 from orchestrator.transport import ssh as ssh_module
 from orchestrator.transport.base import ConnectOptions
 from orchestrator.transport.ssh import SshTransport
+from tests.run_manifests import a_recipe, write_a_manifest
 
 RUN_ID = "20261129T153000Z-0a1b2c"
 
@@ -214,15 +217,8 @@ def stopped_run(tmp_path: Path, inv_path: Path) -> Path:
     store.root.mkdir(parents=True)
     run_dir = store.root / RUN_ID
     run_dir.mkdir(mode=0o700)
-    (run_dir / "manifest.json").write_text(
-        json.dumps(
-            {
-                "plans": {"launch": plan.model_dump(mode="json")},
-                "inventory": {"path": str(inv.path)},
-                "recipe": {"name": "r"},
-            }
-        )
-    )
+    recipe = a_recipe("r")
+    write_manifest(Run(RUN_ID, run_dir), recipe, recipe, None, inv, Plans(launch=plan))
     return run_dir
 
 
@@ -262,7 +258,7 @@ def test_one_corrupt_run_does_not_hide_the_others(tmp_path, capsys):
     inv = ssh_inventory(tmp_path, [22])
     store = RunStore(tmp_path / "runs")
     good, bad = store.create(), store.create()
-    good.write_manifest({"recipe": {"name": "fine"}})
+    write_a_manifest(good, "fine")
     bad.manifest_path.write_text("{not json")
     (bad.dir / "verdict.json").write_text("[]")
     code, out, _ = run(capsys, "runs", "-i", str(inv), "--json")

@@ -32,6 +32,7 @@ from orchestrator.models.run import (
     RankStarted,
 )
 from orchestrator.runstore import REDACTED, RUN_ID_RE, RunStore, redact
+from tests.run_manifests import write_a_manifest
 
 
 def test_a_new_run_gets_a_time_ordered_id_valid_in_container_names(tmp_path):
@@ -124,7 +125,9 @@ def test_secrets_are_redacted_in_every_writer(tmp_path):
     run = RunStore(tmp_path).create()
     env = {"HF_TOKEN": "hf_abc", "NCCL_SOCKET_IFNAME": "enp1s0f1np1", "WANDB_API_KEY": "k"}
     inspect = [{"Config": {"Env": ["HF_TOKEN=hf_abc", "PATH=/usr/bin", "MY_PASSWORD=pw"]}}]
-    run.write_manifest({"env": env, "argv": ["docker", "run", "-e", "HF_TOKEN=hf_abc"]})
+    # The manifest's recipe: the same secrets, a plain value instead of the per-host one.
+    recipe_env = {k: v for k, v in env.items() if k != "NCCL_SOCKET_IFNAME"}
+    write_a_manifest(run, env={**recipe_env, "NCCL_DEBUG": "enp1s0f1np1"})
     run.append_event(
         Preflight(ok=False, errors=2, warnings=0, problems=tuple(inspect[0]["Config"]["Env"]))
     )
@@ -140,8 +143,8 @@ def test_secrets_are_redacted_in_every_writer(tmp_path):
         assert "hf_abc" not in text and '"pw"' not in text and "=pw" not in text, path
         assert "enp1s0f1np1" in text or "PATH=/usr/bin" in text or path.name == "events.jsonl"
     manifest = json.loads(run.manifest_path.read_text())
-    assert manifest["env"]["HF_TOKEN"] == REDACTED
-    assert manifest["argv"][-1] == f"HF_TOKEN={REDACTED}"
+    assert manifest["recipe"]["env"]["HF_TOKEN"] == REDACTED
+    assert manifest["recipe"]["env"]["WANDB_API_KEY"] == REDACTED
 
 
 def test_redaction_keeps_structure_and_non_secret_values():

@@ -18,6 +18,7 @@ from orchestrator.recipes import load_recipe
 from orchestrator.redact import REDACTED, is_secret_name, redact
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
+from tests.run_manifests import a_recipe, write_a_manifest
 from tests.unit.test_rendezvous import spark_cluster, spark_inventory
 
 HF = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2"
@@ -54,18 +55,17 @@ def test_a_flag_and_its_separate_value_are_redacted_and_so_are_token_shapes():
 
 def test_the_manifest_keeps_no_secret_in_clear(tmp_path):
     run = RunStore(tmp_path).create()
-    run.write_manifest(
-        {
-            "args": [["--api-key", SK], ["--port", "30000"]],
-            "env": {"MY_PASSWD": "p1", "HF_AUTH": "p2", "CREDENTIALS": "p3", "PATH": "/bin"},
-            "argv": ["docker", "run", "--env", f"HF_TOKEN={HF}"],
-        }
+    base = a_recipe()
+    recipe = a_recipe(
+        args=(*base.args, "--api-key", SK, "--port", "30000", f"--hf-token={HF}"),
+        env={"MY_PASSWD": "p1", "HF_AUTH": "p2", "CREDENTIALS": "p3", "PATH": "/bin"},
     )
+    write_a_manifest(run, recipe=recipe)
     text = run.manifest_path.read_text()
     for secret in (SK, "p1", "p2", "p3", HF):
         assert secret not in text
-    manifest = json.loads(text)
-    assert manifest["env"]["PATH"] == "/bin" and manifest["args"][1] == ["--port", "30000"]
+    manifest = json.loads(text)["recipe"]
+    assert manifest["env"]["PATH"] == "/bin" and manifest["args"][-3:-1] == ["--port", "30000"]
 
 
 def recipe_with_secrets(tmp_path: Path) -> Path:

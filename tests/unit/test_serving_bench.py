@@ -16,6 +16,7 @@ from orchestrator.cli.main import main
 from orchestrator.launch import plan_launch
 from orchestrator.recipes import resolve_recipe
 from orchestrator.rendezvous import plan_rendezvous
+from orchestrator.run_files import Plans
 from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import BenchConfig, BenchReport, SmokeResult
 from orchestrator.serving_bench.plot import save_plot
@@ -120,10 +121,10 @@ async def test_the_smoke_request_checks_the_served_name_and_a_non_empty_answer()
 
 
 def test_the_served_name_is_the_recipes_flag_else_the_model_path():
-    recipe = resolve_recipe("mistral-large4-8x-sglang").model_dump(mode="json")
+    recipe = resolve_recipe("mistral-large4-8x-sglang")
     assert served_model_name(recipe) == "mistral-large-4"
-    recipe["args"] = [a for a in recipe["args"] if a not in ("--served-model-name", MODEL)]
-    assert served_model_name(recipe) == recipe["model"]["path"]
+    args = tuple(a for a in recipe.args if a not in ("--served-model-name", MODEL))
+    assert served_model_name(recipe.model_copy(update={"args": args})) == recipe.model.path
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def make_run(root: Path, outcome: str | None) -> Run:
     recipe = resolve_recipe("mistral-large4-8x-sglang")
     inv, facts = spark_cluster(spark_inventory(8))
     plan = plan_launch(recipe, inv, plan_rendezvous(recipe, inv, facts), run.id)
-    write_manifest(run, recipe, recipe, None, inv, {"launch": plan.model_dump(mode="json")})
+    write_manifest(run, recipe, recipe, None, inv, Plans(launch=plan))
     if outcome:
         run.write_json("verdict.json", {"outcome": outcome})
     return run

@@ -9,6 +9,7 @@ from orchestrator.cli.main import main
 from orchestrator.errors import ExitCode
 from orchestrator.models.events import Step
 from orchestrator.runstore import RunStore
+from tests.run_manifests import write_a_manifest
 
 
 def test_a_run_in_its_twin_step_is_a_booting_document_with_no_ranks(tmp_path, capsys):
@@ -26,7 +27,7 @@ def test_a_run_that_ended_before_its_ranks_is_still_an_error_naming_the_postmort
     tmp_path, capsys
 ):
     run = RunStore(tmp_path).create()
-    run.write_manifest({"recipe": {"name": "x"}, "plans": {}})
+    write_a_manifest(run, "x")
     run.write_json("verdict.json", {"outcome": "PREFLIGHT_REFUSED"})
     assert main(["status", "--json", "--run", str(run.dir)]) == ExitCode.RUN_STORE
     err = capsys.readouterr().err
