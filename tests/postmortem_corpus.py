@@ -28,7 +28,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.postmortem import postmortem_logs
-from orchestrator.postmortem.signatures import CATEGORIES, Category
+from orchestrator.postmortem.calibration import Calibration, counts, load_calibration
+from orchestrator.postmortem.collect import collect_logs
+from orchestrator.postmortem.diagnose import diagnose
+from orchestrator.postmortem.families import FAMILIES, exception_of, holding, without_families
+from orchestrator.postmortem.model import Diagnosis, RankFacts
+from orchestrator.postmortem.signatures import (
+    CATEGORIES,
+    TRACKER_FAMILIES,
+    Category,
+    SignatureSet,
+    load_signatures,
+    tracker_family,
+)
 
 CORPUS_DIR = Path(__file__).resolve().parent / "fixtures" / "postmortem-corpus"
 CASES_DIR = CORPUS_DIR / "cases"
@@ -81,25 +93,63 @@ def cases_of(split: Split) -> list[Case]:
     return [c for c in load_cases() if split_of(c, split_date) == split]
 
 
-def diagnose_excerpt(excerpt: str, folder: Path) -> str:
-    """The category `cluster postmortem --logs FILE` gives this excerpt."""
+def write_excerpt(excerpt: str, folder: Path) -> Path:
     path = folder / "excerpt.log"  # no rank word in the name: the file is rank 0
     path.write_text(excerpt if excerpt.endswith("\n") else excerpt + "\n", encoding="utf-8")
-    return postmortem_logs([path]).category
+    return path
+
+
+def diagnose_case(
+    excerpt: str, folder: Path, sigs: SignatureSet | None = None
+) -> tuple[Diagnosis, list[RankFacts]]:
+    """The diagnosis `cluster postmortem --logs FILE` gives this excerpt (what
+    `postmortem_logs` does, with the rank facts kept for the provenance), optionally with
+    only some signatures."""
+    sigs = sigs or load_signatures()
+    collected = collect_logs([write_excerpt(excerpt, folder)], sigs)
+    return diagnose(collected.run, collected.ranks, sigs), list(collected.ranks)
+
+
+def diagnose_excerpt(excerpt: str, folder: Path) -> str:
+    """The category `cluster postmortem --logs FILE` gives this excerpt."""
+    return postmortem_logs([write_excerpt(excerpt, folder)]).category
+
+
+def family_of(case: Case) -> str:
+    """The case's tracker family (TRACKER_FAMILIES), from the tracker it was pasted in."""
+    return tracker_family(case.project)
 
 
 @dataclass(frozen=True)
 class Outcome:
     case: Case
     got: str
+    raw: str = ""  # the category before any withholding (the closest, when withheld)
+    path: str | None = None  # the deciding path
 
     @property
     def right(self) -> bool:
         return self.got == self.case.label
 
     @property
+    def wrong(self) -> bool:
+        """A named answer (a category, or `ready`) that is not the label; `unknown` is not."""
+        return self.got != self.case.label and self.got != "unknown"
+
+    @property
     def failure_called_ready(self) -> bool:
         return self.got == "ready" and self.case.label != "ready"
+
+    def under(self, calib: Calibration) -> Outcome:
+        """This outcome had `calib` been the shipped calibration."""
+        return Outcome(self.case, decide(self.raw, self.path, calib), self.raw, self.path)
+
+
+def decide(raw: str, path: str | None, calib: Calibration) -> str:
+    """What diagnose answers for a raw category and path under a calibration (its rule)."""
+    if path is None or raw in ("ready", "unknown"):
+        return raw
+    return "unknown" if calib.confidence(path) < calib.threshold else raw
 
 
 @dataclass
@@ -120,8 +170,8 @@ class Score:
 
     def per_label(self) -> dict[str, tuple[int, int]]:
         """label -> (right, total), in the categories' order."""
-        totals = Counter(o.case.label for o in self.outcomes)
-        rights = Counter(o.case.label for o in self.outcomes if o.right)
+        totals: Counter[str] = Counter(o.case.label for o in self.outcomes)
+        rights: Counter[str] = Counter(o.case.label for o in self.outcomes if o.right)
         return {c: (rights[c], totals[c]) for c in CATEGORIES if totals[c]}
 
     def confusions(self) -> Counter[tuple[str, str]]:
@@ -132,14 +182,164 @@ class Score:
     def failures_called_ready(self) -> int:
         return sum(o.failure_called_ready for o in self.outcomes)
 
+    @property
+    def wrong(self) -> int:
+        return sum(o.wrong for o in self.outcomes)
 
-def score(cases: Iterable[Case]) -> Score:
+    @property
+    def wrong_rate(self) -> float:
+        return self.wrong / self.total if self.total else 0.0
+
+    def under(self, calib: Calibration) -> Score:
+        return Score([o.under(calib) for o in self.outcomes])
+
+    def __add__(self, other: Score) -> Score:
+        return Score(self.outcomes + other.outcomes)
+
+
+def score(
+    cases: Iterable[Case], sigs: SignatureSet | None = None, disabled: frozenset[int] = frozenset()
+) -> Score:
+    """Diagnose every case (with `sigs` only, and without the exception families `disabled`)."""
     result = Score()
-    with tempfile.TemporaryDirectory(prefix="pm-corpus-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pm-corpus-") as tmp, without_families(disabled):
         folder = Path(tmp)
         for case in cases:
-            result.outcomes.append(Outcome(case, diagnose_excerpt(case.excerpt, folder)))
+            d, _ = diagnose_case(case.excerpt, folder, sigs)
+            raw = d.closest or d.category
+            result.outcomes.append(Outcome(case, d.category, raw, d.decided_by))
     return result
+
+
+# -- provenance and leave-one-source-out -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which tracker families each rule was written from (signature id / family index)."""
+
+    signatures: dict[str, tuple[str, ...]]
+    families: dict[int, tuple[str, ...]]
+
+    def rules_of_only(self, family: str) -> tuple[frozenset[str], frozenset[int]]:
+        """The rules written from `family` alone: off when that family is held out."""
+        sigs = frozenset(k for k, v in self.signatures.items() if v and set(v) <= {family})
+        fams = frozenset(k for k, v in self.families.items() if v and set(v) <= {family})
+        return sigs, fams
+
+
+def measure_provenance(sigs: SignatureSet | None = None) -> Provenance:
+    """A rule's provenance: the families of the train cases it names rightly (its category is
+    the case's label: those it was written from, or could have been), plus, for a signature,
+    the families of its sources' URLs (the posts it cites). Held-out cases are not read."""
+    sigs = sigs or load_signatures()
+    by_sig: dict[str, set[str]] = {c.id: set() for c in sigs}
+    by_fam: dict[int, set[str]] = {i: set() for i in range(len(FAMILIES))}
+    with tempfile.TemporaryDirectory(prefix="pm-prov-") as tmp:
+        for case in cases_of("train"):
+            fam = family_of(case)
+            _, ranks = diagnose_case(case.excerpt, Path(tmp), sigs)
+            for r in ranks:
+                for h in r.hits:
+                    c = sigs.by_id[h.signature]
+                    if case.label in {c.sig.category, *c.sig.engine_category.values()}:
+                        by_sig[c.id].add(fam)
+                frames = r.exception_frames or ("",) * len(r.exceptions)
+                for ev, where in zip(r.exceptions, frames, strict=False):
+                    raised = exception_of(ev.text)
+                    if raised is None:
+                        continue
+                    for i in holding(raised, where):
+                        if FAMILIES[i].category == case.label:
+                            by_fam[i].add(fam)
+    for c in sigs:
+        for src in c.sig.sources:
+            if src.startswith("https://github.com/"):
+                by_sig[c.id].add(tracker_family(src))
+            elif src.startswith("https://"):
+                by_sig[c.id].add("other")
+    order = {f: i for i, f in enumerate(TRACKER_FAMILIES)}
+    return Provenance(
+        signatures={k: tuple(sorted(v, key=order.__getitem__)) for k, v in by_sig.items()},
+        families={k: tuple(sorted(v, key=order.__getitem__)) for k, v in by_fam.items()},
+    )
+
+
+def shipped_provenance(sigs: SignatureSet | None = None) -> Provenance:
+    """The provenance as shipped: the signatures' `provenance` fields, calibration.json's."""
+    sigs = sigs or load_signatures()
+    return Provenance(
+        signatures={c.id: c.sig.provenance for c in sigs},
+        families=dict(load_calibration().families),
+    )
+
+
+def loso(prov: Provenance, cases: Sequence[Case] | None = None) -> dict[str, Score]:
+    """Leave-one-source-out: each family's cases (train and held-out) diagnosed without the
+    rules written from that family alone. Raw answers; apply a calibration with `under`."""
+    sigs = load_signatures()
+    cases = list(cases if cases is not None else load_cases())
+    out: dict[str, Score] = {}
+    for fam in TRACKER_FAMILIES:
+        mine = [c for c in cases if family_of(c) == fam]
+        if not mine:
+            continue
+        off_sigs, off_fams = prov.rules_of_only(fam)
+        kept = SignatureSet([c for c in sigs if c.id not in off_sigs])
+        out[fam] = score(mine, kept, off_fams)
+    return out
+
+
+def raw(s: Score) -> Score:
+    """The answers with nothing withheld."""
+    return s.under(Calibration())
+
+
+def calibrate(
+    loso_scores: dict[str, Score], provenance: Provenance, *, wrong_target: float
+) -> tuple[Calibration, dict[str, Calibration]]:
+    """The shipped calibration (from the train cases' leave-one-source-out answers) and, per
+    family, the one made without that family's cases (to score its fold honestly). The
+    threshold is the lowest that keeps the wrong answers of the train cases, each scored with
+    its own fold's calibration, at or under `wrong_target`."""
+    split_date = cutoff()
+    train = {
+        fam: [o for o in raw(s).outcomes if split_of(o.case, split_date) == "train"]
+        for fam, s in loso_scores.items()
+    }
+
+    def table(outcomes: list[Outcome], threshold: float) -> Calibration:
+        named = [
+            (o.path, o.right)
+            for o in outcomes
+            if o.path is not None and o.raw not in ("unknown", "ready")
+        ]
+        paths, kinds = counts([(p, r) for p, r in named if p is not None])
+        return Calibration(
+            threshold=threshold,
+            paths=paths,
+            kinds=kinds,
+            families=dict(provenance.families),
+            basis="leave-one-source-out answers on the train split of "
+            "tests/fixtures/postmortem-corpus (each case with the rules of its own tracker "
+            "family off)",
+        )
+
+    def folds(threshold: float) -> dict[str, Calibration]:
+        return {
+            fam: table([o for f, os in train.items() if f != fam for o in os], threshold)
+            for fam in train
+        }
+
+    every = [o for os in train.values() for o in os]
+    chosen = 1.0
+    for t in [x / 100 for x in range(0, 101)]:
+        per = folds(t)
+        judged = [o.under(per[fam]) for fam, os in train.items() for o in os]
+        if sum(o.wrong for o in judged) <= wrong_target * len(judged):
+            chosen = t
+            break
+    return table(every, chosen), folds(chosen)
 
 
 def summary_lines(name: str, s: Score, *, show_cases: bool) -> list[str]:

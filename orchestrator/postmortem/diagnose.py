@@ -19,15 +19,20 @@ from orchestrator.postmortem.blame import (
     from_exceptions,
     from_hang,
     from_laggard,
+    from_measured,
     from_supervisor,
     nccl_only_up,
+    weigh_measured,
 )
+from orchestrator.postmortem.calibration import load_calibration
 from orchestrator.postmortem.exit_rules import earliest, exit_hits, failed_exit
+from orchestrator.postmortem.families import classify, exception_of, family_index
 from orchestrator.postmortem.model import (
     PHASES,
     Diagnosis,
     Evidence,
     Hit,
+    NoFailure,
     RankFacts,
     RankReport,
     RecipeChange,
@@ -137,6 +142,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
                 "the boot may have been stopped, or failed in a way no signature knows yet"
             )
 
+    if not ready:  # what the supervisor measured, weighed against what the ranks printed
+        root = weigh_measured(root, from_measured(run.measured, ranks, hits, failed), ranks)
+
     if root is not None:
         said = [w for w in run.warnings if w.rank == root.rank]
         root.evidence.extend(w for w in said[:2] if w not in root.evidence)
@@ -182,6 +190,27 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         category = root.category
     else:
         category = "unknown"
+    # Precision first: a named category stands only when its deciding path's measured
+    # precision clears the threshold; otherwise it is withheld as `closest`.
+    path = deciding_path(root, ranks) if root is not None and not ready else None
+    calib = load_calibration()
+    confidence = calib.confidence(path) if path is not None else None
+    closest: str | None = None
+    if (
+        confidence is not None
+        and category not in ("ready", "unknown")
+        and confidence < calib.threshold
+    ):
+        closest, category = category, "unknown"
+    if category == "ready":
+        outcome = "ready"
+    elif category != "unknown":
+        outcome = "failed"
+    elif failed:
+        outcome = "failed-unknown"
+    else:
+        outcome = "no-failure"
+    no_failure = _no_failure(ranks) if outcome == "no-failure" else None
     root_model = (
         RootCause(
             rank=root.rank,
@@ -231,8 +260,66 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         recipe_changes=changes,
         timeline=_timeline(ranks, hits, stopped_at=run.stopped_at),
         notes=tuple(notes),
+        outcome=outcome,
+        confidence=round(confidence, 3) if confidence is not None else None,
+        closest=closest,
+        decided_by=path,
+        named_by=named_by(path, root, sigs) if path is not None and root is not None else "",
+        no_failure=no_failure,
     )
     return diagnosis.model_copy(update={"verdict": _verdict(diagnosis, root, ranks, sigs, roles)})
+
+
+def deciding_path(root: Candidate, ranks: Sequence[RankFacts]) -> str:
+    """The path that named the root cause (calibration.py says what each kind means)."""
+    if root.signature is not None:
+        return f"{'echo' if root.strength == 0 else 'sig'}:{root.signature}"
+    if root.strength == 1 and root.evidence:
+        facts = next((r for r in ranks if r.rank == root.rank), None)
+        ev = root.evidence[0]
+        if facts is not None and ev in facts.exceptions:
+            i = facts.exceptions.index(ev)
+            frames = facts.exception_frames[i] if i < len(facts.exception_frames) else ""
+            raised = exception_of(ev.text)
+            fam = classify(raised, frames) if raised is not None else None
+            if fam is not None:
+                return f"family:{family_index(fam)}"
+    kind = {
+        "it began distributed init": "hang",
+        "it was still": "laggard",
+        "went silent": "silent",
+        "its node became": "lost",
+        "the supervisor's verdict": "supervisor",
+    }
+    head = next((v for k, v in kind.items() if root.title.startswith(k)), f"s{root.strength}")
+    return f"{head}:{root.category}"
+
+
+def named_by(path: str, root: Candidate, sigs: SignatureSet) -> str:
+    """The deciding path in words, with the line(s) it rests on."""
+    head, _, rest = path.partition(":")
+    lines = ", ".join(e.where for e in root.evidence[:2])
+    at = f" (from {lines})" if lines else ""
+    if head in ("sig", "echo") and rest in sigs.by_id:
+        what = "signature" if head == "sig" else "only the consequences signature"
+        return f"{what} {rest}{at}"
+    if head == "family":
+        return f"the exception's family ({root.title}){at}"
+    return f"the boot's shape ({head}){at}"
+
+
+def _no_failure(ranks: Sequence[RankFacts]) -> NoFailure:
+    """How far a boot with no failure got: the furthest rank's phase and its last line."""
+    if not ranks:
+        return NoFailure(furthest_phase="pending")
+    best = max(ranks, key=lambda r: (PHASES.index(r.phase), -r.rank))
+    return NoFailure(furthest_phase=best.phase, rank=best.rank, last_line=best.last_line)
+
+
+def _no_failure_words(nf: NoFailure, ranks: Sequence[RankFacts], total_lines: int) -> str:
+    last = f'; last line: "{short(nf.last_line.text, 120)}"' if nf.last_line else ""
+    rank = f" (rank {nf.rank})" if nf.rank is not None and len(ranks) > 1 else ""
+    return f"No failure found; furthest phase: {nf.phase_words()}{rank}{last}."
 
 
 def _changes(root: Candidate | None, run: RunFacts, sigs: SignatureSet) -> tuple[RecipeChange, ...]:
@@ -425,18 +512,33 @@ def _verdict(
             if d.source.stopped_at is not None
             else "It may have been stopped, or it failed in a way no signature knows yet"
         )
+        where = _no_failure_words(d.no_failure, ranks, total_lines) if d.no_failure else ""
         return (
             f"No failure found: no signature matched in {plural(len(ranks), 'rank')}' logs "
             f"({total_lines} lines) and no rank exited badly, but the boot did not reach serving. "
-            f"{why}: read the last lines in the table."
+            f"{why}: read the last lines in the table.{' ' + where if where else ''}"
         )
     facts = next((r for r in ranks if r.rank == root.rank), None)
+    if d.outcome == "no-failure" and d.no_failure is not None:
+        # a structural guess (a hang, a laggard) that did not clear the threshold
+        return _no_failure_words(d.no_failure, ranks, total_lines) + (
+            f" Closest guess: {d.closest} ({root.title}; confidence {d.confidence})."
+            if d.closest
+            else ""
+        )
     node = f" ({facts.node})" if facts is not None and facts.node else ""
     when = "" if root.brief or root.ts is None else f", at {clock(root.ts)}"
     phase = ""
     if not root.brief and facts is not None and facts.phase != "pending" and root.strength != 2:
         phase = f", while {facts.phase}"
     parts = [f"Rank {root.rank}{node} failed first: {root.title}{when}{phase}."]
+    if d.closest is not None:
+        parts.insert(
+            0,
+            f"Cause not named: the closest category is {d.closest}, but its deciding path "
+            f"({d.decided_by}) was right only {d.confidence:.0%} of the time on logs it was not "
+            "written from, below the threshold.",
+        )
     if root.signature is not None and root.confidence != "low":
         parts.append(first_sentence(sigs.by_id[root.signature].sig.meaning))
     warned = [w for w in d.source.warnings if w.rank == root.rank]

@@ -13,6 +13,8 @@ family still shows that the boot failed (it is never `ready`), and stays `unknow
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # `pkg.mod.ClassNameError: message` or `ClassNameError [address=...]: message`, anywhere after a
@@ -319,19 +321,52 @@ def exception_of(text: str) -> Raised | None:
     return None
 
 
+_DISABLED: set[int] = set()
+"""Indices of FAMILIES that `classify` skips: only ever set by `without_families` (the
+leave-one-source-out bench scores a tracker family without the rules written from it)."""
+
+
+@contextmanager
+def without_families(indices: frozenset[int] | set[int]) -> Iterator[None]:
+    """Within the block, `classify` ignores these FAMILIES (by index). Not for product code."""
+    before = set(_DISABLED)
+    _DISABLED.update(indices)
+    try:
+        yield
+    finally:
+        _DISABLED.clear()
+        _DISABLED.update(before)
+
+
+def family_index(fam: Family) -> int:
+    """The family's index in FAMILIES: its id in `calibration.json` (regenerated with it)."""
+    return next(i for i, f in enumerate(FAMILIES) if f is fam)
+
+
+def _holds(fam: Family, raised: Raised, subject: str, frames: str) -> bool:
+    if fam.cls is not None and not fam.cls.search(raised.name):
+        return False
+    if fam.msg is None and fam.frames is not None:  # known only by where it was raised
+        return fam.frames.search(frames) is not None
+    if fam.msg is None or fam.msg.search(subject) is not None:
+        return True
+    return fam.frames is not None and fam.frames.search(frames) is not None
+
+
 def classify(raised: Raised, frames: str = "") -> Family | None:
     """The first family whose class pattern holds and whose message pattern holds (or, for a
     family that knows where its errors are raised, whose frames match `frames`)."""
     subject = f"{raised.cls}: {raised.msg}"
-    for fam in FAMILIES:
-        if fam.cls is not None and not fam.cls.search(raised.name):
+    for i, fam in enumerate(FAMILIES):
+        if _DISABLED and i in _DISABLED:
             continue
-        if fam.msg is None and fam.frames is not None:  # known only by where it was raised
-            if fam.frames.search(frames):
-                return fam
-            continue
-        said = fam.msg is None or fam.msg.search(subject) is not None
-        if not said and (fam.frames is None or not fam.frames.search(frames)):
-            continue
-        return fam
+        if _holds(fam, raised, subject, frames):
+            return fam
     return None
+
+
+def holding(raised: Raised, frames: str = "") -> list[int]:
+    """Every family (index) whose patterns hold for this exception, not only the first: which
+    rules a corpus case supports (the provenance the leave-one-source-out bench needs)."""
+    subject = f"{raised.cls}: {raised.msg}"
+    return [i for i, fam in enumerate(FAMILIES) if _holds(fam, raised, subject, frames)]

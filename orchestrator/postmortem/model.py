@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, computed_field
 
 from orchestrator.models.base import StrictModel
 from orchestrator.models.run import RankPhase
+from orchestrator.postmortem.measured import Measured
 from orchestrator.postmortem.signatures import Category, Role
 
 SCHEMA = "cluster.postmortem/1"
@@ -113,6 +114,9 @@ class RunFacts(StrictModel):
     stopped_at: float | None = None  # when `cluster stop` began (events.jsonl), if it ran
     warnings: tuple[Evidence, ...] = ()  # the supervisor's warnings (events.jsonl), by rank
     notes: tuple[str, ...] = ()
+    # what the supervisor measured (samples, starts, losses, warnings): blame weighs it; not in
+    # --json (its evidence lines are, in root_cause.evidence)
+    measured: Measured | None = Field(default=None, exclude=True)
 
 
 # -- the diagnosis: the --json document ---------------------------------------------------------
@@ -182,6 +186,24 @@ class TimelineEntry(StrictModel):
         return iso(self.ts)
 
 
+Outcome = Literal["ready", "failed", "failed-unknown", "no-failure"]
+"""What the boot came to, for scripts: `ready` (its ready marker, or the run's READY verdict);
+`failed` (a cause is named: `category`); `failed-unknown` (it failed, but no cause is named with
+enough confidence: `closest` says the best guess, if any); `no-failure` (nothing failed and
+nothing is ready: stopped, cut short, or still booting: `no_failure` says how far it got)."""
+
+
+class NoFailure(StrictModel):
+    """Where a boot with no failure stood: its furthest phase and the last line there."""
+
+    furthest_phase: str
+    rank: int | None = None  # the rank that got furthest
+    last_line: Evidence | None = None
+
+    def phase_words(self) -> str:
+        return self.furthest_phase
+
+
 class Diagnosis(StrictModel):
     schema_: str = Field(default=SCHEMA, alias="schema", serialization_alias="schema")
     source: RunFacts
@@ -196,6 +218,13 @@ class Diagnosis(StrictModel):
     recipe_changes: tuple[RecipeChange, ...]
     timeline: tuple[TimelineEntry, ...]
     notes: tuple[str, ...] = ()
+    # schema 1 additions (issue 29); readers of older documents see the defaults
+    outcome: Outcome = "failed-unknown"
+    confidence: float | None = None  # measured precision of the deciding path (calibration.json)
+    closest: Category | None = None  # the withheld category when `category` is unknown for it
+    decided_by: str | None = None  # the deciding path: sig:ID, family:N, hang:CATEGORY, ...
+    named_by: str = ""  # the same in words: "signature S", "exception family: ... (line L)"
+    no_failure: NoFailure | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

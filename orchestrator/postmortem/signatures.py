@@ -43,10 +43,47 @@ Category = Literal[
     "watchdog-timeout",
     "tokenizer-config",
     "weights-files",
+    "gpu-fault",  # the node's GPU or its bus failed (NVRM Xid, from the node's kernel log)
+    "disk",  # the node's storage failed under the rank (I/O errors, hung tasks)
     "ready",
     "unknown",
 ]
 CATEGORIES: tuple[str, ...] = get_args(Category)
+
+TRACKER_FAMILIES: tuple[str, ...] = (
+    "vllm",
+    "sglang",
+    "torch-nccl",
+    "containerd-moby",
+    "hf",
+    "kernels",
+    "other",
+)
+"""Where a rule was written from, by the tracker its text was pasted in (docs/postmortem.md:
+measuring generalisation). `tracker_family` maps an `owner/repo` to one."""
+
+_TRACKERS: tuple[tuple[str, str], ...] = (
+    (r"^vllm-project/", "vllm"),
+    (r"^sgl-project/", "sglang"),
+    (r"^(?:pytorch/|NVIDIA/nccl|NVIDIA/nccl-tests|facebookincubator/gloo)", "torch-nccl"),
+    (r"^(?:containerd/|moby/|docker/|containers/|opencontainers/|kubernetes/)", "containerd-moby"),
+    (r"^huggingface/", "hf"),
+    (
+        r"^(?:flashinfer-ai/|Dao-AILab/|triton-lang/|deepseek-ai/DeepGEMM|deepseek-ai/DeepEP|"
+        r"NVIDIA/cutlass|NVIDIA/TransformerEngine|openai/triton)",
+        "kernels",
+    ),
+)
+
+
+def tracker_family(project: str) -> str:
+    """The tracker family of an `owner/repo` (or of a github.com URL): one of TRACKER_FAMILIES."""
+    project = re.sub(r"^https://github\.com/", "", project)
+    for pattern, fam in _TRACKERS:
+        if re.match(pattern, project):
+            return fam
+    return "other"
+
 
 Role = Literal["cause", "cascade", "barrier", "symptom"]
 """How a match bears on blame.
@@ -187,6 +224,12 @@ class Signature(StrictModel):
     changes: Annotated[tuple[Change, ...], BeforeValidator(_as_tuple)] = ()
     sources: Strings = Field(min_length=1)
     fixtures: Strings = Field(min_length=1, description="corpus ids of real lines it must match")
+    provenance: Strings = Field(
+        default=(),
+        description="the tracker families (TRACKER_FAMILIES) it was written from: those of the "
+        "train cases of tests/fixtures/postmortem-corpus it names rightly, else those of its "
+        "sources' URLs; written by `bench/postmortem_corpus.py --calibrate`",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Signature:
@@ -197,6 +240,9 @@ class Signature(StrictModel):
                 re.compile(regex)
             except re.error as exc:
                 raise ValueError(f"unless regex {regex!r} does not compile: {exc}") from exc
+        for fam in self.provenance:
+            if fam not in TRACKER_FAMILIES:
+                raise ValueError(f"provenance {fam!r} is not one of {', '.join(TRACKER_FAMILIES)}")
         for source in self.sources:
             if not (source.startswith("https://") or source.startswith("seeds/")):
                 raise ValueError(f"source {source!r} is neither a URL nor a seed reference")
