@@ -29,6 +29,7 @@ EXPECTED_FILES = {
     "postmortem-kernels-image-memory.yaml",
     "postmortem-net-image-watchdog.yaml",
     "postmortem-kernel-tokenizer-kv.yaml",
+    "kernel-node.yaml",
 }
 
 

@@ -35,6 +35,8 @@ def test_the_category_vocabulary_is_the_fixed_one_from_the_issue() -> None:
         "watchdog-timeout",
         "tokenizer-config",
         "weights-files",
+        "gpu-fault",
+        "disk",
         "ready",
         "unknown",
     )
