@@ -87,6 +87,31 @@ class VerdictRecord(Finding, _Record):
     decided_at: float | None = None
 
 
+class Incident(Finding, _Record):
+    """Something that went wrong after READY, named by the serving watch (supervisor/serving.py):
+    RANK_DIED, NODE_LOST, WEDGED, MEMORY_LOW. A verdict of its own: the boot's verdict stays
+    READY; `incidents.json` lists them all. `signal` says which rule fired (wedge: `metrics` or
+    `canary`); `attempt` which restart attempt of the group was serving (0: the first)."""
+
+    kind: Literal["incident"] = "incident"
+    signal: str = ""
+    attempt: int = 0
+    exit_code: int | None = None
+    oom_killed: bool = False
+    last_lines: tuple[str, ...] = ()
+    final: bool = True  # False when the recipe's restart policy brings the group back
+
+
+class Restarted(_Record):
+    """The serving watch restarted the whole TP group (the recipe's `restart:` asked for it);
+    the previous attempt's logs and inspect output are kept under `attempt-N/`."""
+
+    kind: Literal["restarted"] = "restarted"
+    attempt: int  # the attempt now starting (1: the first restart)
+    reason: str
+    kept: str  # the folder that holds the previous attempt
+
+
 class Smoke(SmokeResult, _Record):
     """The smoke request after READY (the result's fields, flat)."""
 
@@ -129,6 +154,8 @@ Record = Annotated[
     | FollowInterrupted
     | WatcherWarning
     | VerdictRecord
+    | Incident
+    | Restarted
     | Smoke
     | Preflight
     | NcclCheck

@@ -412,12 +412,36 @@ class Timeouts(StrictModel):
         default=1800.0,
         description="weights loaded to HTTP ready: KV cache, autotune, CUDA graphs, warmup",
     )
+    wedge: _SECONDS = Field(
+        default=120.0,
+        description="after READY: requests running or waiting and generated tokens flat this "
+        "long, or the canary failing this long while /health answers, is WEDGED",
+    )
 
     @property
     def ready_deadline_s(self) -> float:
         """From the ranks' start to READY at the latest: the last rank may finish loading a
         whole barrier window after the first, then warm up."""
         return float(self.weights + self.barrier + self.ready)
+
+
+class Restart(StrictModel):
+    """After READY, restart the whole TP group when it dies (opt-in: no `restart:`, no restart).
+    Bounded by construction (supervisor/restart.py): never more than `max` in `window`, each
+    waiting `backoff` doubled per attempt, never while a node's MemAvailable is under
+    `min_mem_available`."""
+
+    max: StrictInt = Field(default=2, ge=1, le=20, description="restarts at most, per window")
+    window: _SECONDS = Field(default=3600.0, description="seconds the `max` counts over")
+    backoff: _SECONDS = Field(
+        default=30.0, description="seconds before the first restart; doubled for each next one"
+    )
+    min_mem_available: StrictInt = Field(
+        default=8 * 2**30, ge=0, description="bytes of MemAvailable every node needs first"
+    )
+    mem_wait: _SECONDS = Field(
+        default=600.0, description="how long to wait for memory before the death is final"
+    )
 
 
 # Per-host values: the rendezvous plan detects them on each node. A recipe that sets them pushes
@@ -483,6 +507,9 @@ class Recipe(StrictModel):
         default="/health", pattern=r"^/", description="GET on rank 0's serve port; 200 = ready"
     )
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    restart: Restart | None = Field(
+        default=None, description="after READY: restart the whole group when it dies (opt-in)"
+    )
     docker: Docker = Field(default_factory=Docker, validate_default=True)
 
     entrypoint: Annotated[list[StrictStr], BeforeValidator(_explain_entrypoint)] = Field(

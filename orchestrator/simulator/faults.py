@@ -17,6 +17,14 @@ so name the rank):
                                             fail at PHASE with a real failure text, exit N (1)
     hog=SIZE[:at=PHASE]                     the worker really allocates and touches SIZE bytes
     drop-peer[:at=PHASE]                    this rank's rendezvous socket is reset; the rank hangs
+    slow-serve=SECONDS[:after=S]            rank 0: every request waits SECONDS more (a slow canary)
+    leak=RATE[:after=S][:max=SIZE]          the rank allocates and touches RATE (e.g. 50MB/s) up to
+                                            max (default 1GiB): a leak on its node
+
+The `serving` phase is after READY: `exit-at=serving:after=30` dies 30 s after the group serves
+(RANK_DIED), `hang-at=serving:after=30` on rank 0 wedges it (the process lives, /health says 200,
+requests never finish and the generated-tokens counter stays flat: WEDGED). `after=` is in real
+seconds from the moment the rank serves (default 0).
 
 PHASE is one of `PHASES` (SGLang has all of them; vLLM has no barrier, autotune or warmup).
 `load` means halfway through this rank's share of the weights. Faults are literal: 2MB/s is 2 MB
@@ -44,15 +52,24 @@ PHASES: tuple[str, ...] = (
     "graph",  # CUDA graph capture
     "http",  # rank 0's HTTP server start
     "warmup",  # SGLang: the warmup forward before "fired up" (seed 002 boot 6)
-    "ready",  # serving
+    "ready",  # serving: fires on the first generation request
+    "serving",  # after READY, `after=` seconds into serving (the serving watch's drills)
 )
 _ENGINE_PHASES = {
     "sglang": PHASES,
-    "vllm": ("init", "load", "kv", "graph", "http", "ready"),
+    "vllm": ("init", "load", "kv", "graph", "http", "ready", "serving"),
 }
 
-Action = Literal["slow-read", "hang-at", "exit-at", "hog", "drop-peer"]
-_ACTIONS: tuple[Action, ...] = ("slow-read", "hang-at", "exit-at", "hog", "drop-peer")
+Action = Literal["slow-read", "hang-at", "exit-at", "hog", "drop-peer", "slow-serve", "leak"]
+_ACTIONS: tuple[Action, ...] = (
+    "slow-read",
+    "hang-at",
+    "exit-at",
+    "hog",
+    "drop-peer",
+    "slow-serve",
+    "leak",
+)
 _SIGNALS = frozenset({"KILL", "TERM", "ABRT", "SEGV", "BUS", "INT"})
 
 
@@ -70,6 +87,8 @@ class Fault:
     signature: str | None = None
     code: int = 1
     signal: str | None = None
+    after: float = 0.0  # seconds into serving (the `serving` phase, slow-serve, leak)
+    delay: float | None = None  # slow-serve: seconds added to each request
     raw: str = ""
 
     def applies_to(self, rank: int) -> bool:
@@ -173,6 +192,15 @@ def _parse_one(text: str, default_ranks: frozenset[int] | None) -> Fault:
     elif action == "hog":
         kw["size"] = parse_size(need_value())
         kw["phase"] = _phase(items.get("at") or "load", text)
+    elif action == "slow-serve":
+        kw["delay"] = _seconds(need_value(), text)
+        kw["phase"] = "serving"
+    elif action == "leak":
+        kw["rate"] = parse_rate(need_value())
+        if kw["rate"] == 0:
+            raise FaultError(f"{text!r}: leak needs a positive rate")
+        kw["size"] = parse_size(items.get("max") or "1GiB")
+        kw["phase"] = "serving"
     elif action == "drop-peer":
         if arg:
             raise FaultError(f"{text!r}: drop-peer takes no value; use drop-peer:at=PHASE")
@@ -181,6 +209,10 @@ def _parse_one(text: str, default_ranks: frozenset[int] | None) -> Fault:
     for key in items:
         if key in _OPTIONS and key not in allowed:
             raise FaultError(f"{text!r}: {key} does not apply to {action}")
+    if "after" in items:
+        if kw.get("phase") != "serving":
+            raise FaultError(f"{text!r}: after= applies to the serving phase only")
+        kw["after"] = _seconds(items["after"] or "", text)
     if "signature" in items:
         name = items["signature"] or ""
         if name not in SIGNATURES:
@@ -201,14 +233,29 @@ def _parse_one(text: str, default_ranks: frozenset[int] | None) -> Fault:
     return Fault(**kw)  # type: ignore[arg-type]
 
 
-_OPTIONS = frozenset({"rank", "signature", "code", "signal", "at"})
+_OPTIONS = frozenset({"rank", "signature", "code", "signal", "at", "after", "max"})
 _ALLOWED: dict[str, frozenset[str]] = {
     "slow-read": frozenset({"rank"}),
-    "hang-at": frozenset({"rank"}),
-    "exit-at": frozenset({"rank", "signature", "code", "signal"}),
+    "hang-at": frozenset({"rank", "after"}),
+    "exit-at": frozenset({"rank", "signature", "code", "signal", "after"}),
     "hog": frozenset({"rank", "at"}),
     "drop-peer": frozenset({"rank", "at"}),
+    "slow-serve": frozenset({"rank", "after"}),
+    "leak": frozenset({"rank", "after", "max"}),
 }
+
+
+def _seconds(value: str, text: str) -> float:
+    raw = value.strip().removesuffix("s")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise FaultError(
+            f"{text!r}: {value!r} is not a number of seconds (e.g. 30 or 2.5s)"
+        ) from None
+    if seconds < 0 or seconds != seconds:
+        raise FaultError(f"{text!r}: seconds must be >= 0, got {value!r}")
+    return seconds
 
 
 def _ranks(value: str | None, text: str) -> frozenset[int] | None:
@@ -399,6 +446,7 @@ DEFAULT_SIGNATURE: dict[str, str] = {
     "http": "cuda-oom",
     "warmup": "g1-scale-c",
     "ready": "triton-jit",
+    "serving": "triton-jit",
 }
 
 

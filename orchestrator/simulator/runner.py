@@ -255,7 +255,10 @@ class Rank:
             time.sleep(3600)
 
     def apply_faults(self, phase: str) -> None:
-        for fault in self.faults_at(phase):
+        self.apply_faults_of(self.faults_at(phase))
+
+    def apply_faults_of(self, faults: list[Fault]) -> None:
+        for fault in faults:
             if fault.action == "hang-at":
                 self.hang()
             elif fault.action == "exit-at":
@@ -509,12 +512,41 @@ class Rank:
             state.released.set()
 
     def _stay(self) -> None:
-        """Serve (rank 0) or wait for broadcasts (others) until a peer's socket closes."""
+        """Serve (rank 0) or wait for broadcasts (others) until a peer's socket closes; the
+        `serving` phase's faults fire `after=` real seconds into it."""
+        began = time.monotonic()
+        pending = [f for f in self.faults if f.phase == "serving"]
+        leaked: list[bytearray] = []
         while True:
             if self.group.lost.is_set():
                 self._on_loss("ready")
-            self.group.lost.wait(1.0)
+            now_s = time.monotonic() - began
+            for fault in [f for f in pending if f.after <= now_s]:
+                if fault.action != "leak":
+                    pending.remove(fault)
+                self._serving_fault(fault, leaked)
+            self.group.lost.wait(0.25 if pending else 1.0)
             self._poll_child()
+
+    def _serving_fault(self, fault: Fault, leaked: list[bytearray]) -> None:
+        if fault.action == "exit-at":
+            self.apply_faults_of([fault])
+        elif fault.action == "hang-at":
+            if self._state is not None:  # rank 0: the server stays up, no request finishes
+                self._state.hung.set()
+            else:
+                self.hang()
+        elif fault.action == "slow-serve" and self._state is not None:
+            self._state.extra_delay = fault.delay or 0.0
+        elif fault.action == "leak" and fault.rate and fault.size:
+            # Real pages, touched: the node's MemAvailable really falls (bounded by max=).
+            held = sum(len(b) for b in leaked)
+            step = min(int(fault.rate / 4), fault.size - held)  # checked every 0.25 s
+            if step > 0:
+                chunk = bytearray(step)
+                for i in range(0, step, 4096):
+                    chunk[i] = 1
+                leaked.append(chunk)
 
 
 def describe(rank: Rank) -> str:

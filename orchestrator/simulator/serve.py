@@ -74,6 +74,54 @@ class ServeState:
     created: int = field(default_factory=lambda: int(time.time()))
     rates: ServeRates = field(default_factory=ServeRates)
     prefill_lane: threading.Lock = field(default_factory=threading.Lock)
+    # What /metrics reports, in the engine's own names (`metrics_text`); under `counts`.
+    counts: threading.Lock = field(default_factory=threading.Lock)
+    running: int = 0  # requests between their prefill and their last token
+    waiting: int = 0  # requests queued for the prefill lane
+    generated: int = 0  # output tokens sent, since the start
+    extra_delay: float = 0.0  # a slow-serve fault: seconds added to each request
+
+    def count(self, **delta: int) -> None:
+        with self.counts:
+            for name, d in delta.items():
+                setattr(self, name, getattr(self, name) + d)
+
+
+# The engines' own metric names (each engine's Prometheus collector):
+# SGLang python/sglang/srt/metrics/collector.py (https://github.com/sgl-project/sglang/blob/main/
+# python/sglang/srt/metrics/collector.py): gauges sglang:num_running_reqs, sglang:num_queue_reqs,
+# counter sglang:generation_tokens_total, labelled with model_name.
+# vLLM vllm/v1/metrics/loggers.py (https://github.com/vllm-project/vllm/blob/main/vllm/v1/
+# metrics/loggers.py): gauges vllm:num_requests_running, vllm:num_requests_waiting, counter
+# vllm:generation_tokens_total, labelled with model_name (and engine).
+_METRIC_NAMES = {
+    "sglang": (
+        ("sglang:num_running_reqs", "gauge", "The number of running requests."),
+        ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue."),
+        ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed."),
+    ),
+    "vllm": (
+        ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches."),
+        ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed."),
+        ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed."),
+    ),
+}
+
+
+def metrics_text(s: ServeState) -> str:
+    """The /metrics exposition: the three series the serving watch reads, as the engine
+    names them (a counter's TYPE line names it without `_total`, as prometheus_client does)."""
+    with s.counts:
+        values = (s.running, s.waiting, s.generated)
+    out: list[str] = []
+    for (name, kind, doc), value in zip(_METRIC_NAMES[s.engine], values, strict=True):
+        family = name.removesuffix("_total") if kind == "counter" else name
+        out += [
+            f"# HELP {family} {doc}",
+            f"# TYPE {family} {kind}",
+            f'{name}{{model_name="{s.served_model_name}"}} {float(value)}',
+        ]
+    return "\n".join(out) + "\n"
 
 
 def toy_answer(engine: str, served: str, prompt: str) -> list[str]:
@@ -157,6 +205,14 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
+        elif path == "/metrics":
+            body = metrics_text(self.state).encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self._done(200)
         elif path == "/get_model_info":
             self._json(200, {"model_path": self.state.model_path, "is_generation": True})
         else:
@@ -180,10 +236,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(503, {"object": "error", "message": "server is starting", "code": 503})
             return
         self.state.first_request.set()
-        while not self.state.released.wait(1.0):
-            pass
-        while self.state.hung.is_set():  # a hang-at=ready fault: the request never returns
+        self.state.count(waiting=1)
+        try:
+            while not self.state.released.wait(1.0):
+                pass
+        finally:
+            self.state.count(waiting=-1, running=1)
+        try:
+            self._generate(path, raw, body)
+        finally:
+            self.state.count(running=-1)
+
+    def _generate(self, path: str, raw: bytes, body: dict[str, Any]) -> None:
+        # a hang-at=ready or hang-at=serving fault: the request never returns, no token comes
+        while self.state.hung.is_set():
             time.sleep(1.0)
+        if self.state.extra_delay:
+            time.sleep(self.state.extra_delay)
         chat = path == "/v1/chat/completions"
         prompt = _prompt_of_chat(body) if chat else str(body.get("prompt") or "")
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
@@ -207,6 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(ident, model, chat, words, finish, usage if with_usage else None)
             return
         _pace(time.monotonic(), len(words) - 1, self.state.rates.decode)
+        self.state.count(generated=len(words))
         text = " ".join(words)
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
         if chat:
@@ -272,6 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
             for i, word in enumerate(words):
                 _pace(first, i, self.state.rates.decode)
                 piece = word if i == 0 else " " + word
+                self.state.count(generated=1)
                 if chat:
                     event({"index": 0, "delta": {"content": piece}, "finish_reason": None})
                 else:

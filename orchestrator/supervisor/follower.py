@@ -28,6 +28,7 @@ log = get_logger(__name__)
 OnLines = Callable[[int, str, list[str]], None]
 OnTrouble = Callable[[int, str], None]  # (rank, reason) when the stream breaks
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
+CUT_MARK = b"[cluster] log cut:"
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -86,11 +87,16 @@ class Follower:
     dir: Path  # the rank's folder in the run directory
     on_lines: OnLines
     on_trouble: OnTrouble | None = None
+    # Per stream, the most bytes the preserved copy keeps (the serving watch sets it: a rank
+    # that serves for a week must not fill the controller's disk). Beyond it the file keeps its
+    # head and its newest tail, with a line saying what was cut between them.
+    bound: int | None = None
     cursors: dict[str, _Cursor] = field(init=False)
     reconnects: int = field(default=0, init=False)
     repaired_bytes: int = field(default=0, init=False)
     # Printed after following stopped, added at reconciliation:
     tail_bytes: int = field(default=0, init=False)
+    cut_bytes: int = field(default=0, init=False)  # dropped from the middle to keep `bound`
     _files: dict[str, BinaryIO] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +115,10 @@ class Follower:
                 continue
             data = path.read_bytes()
             cursor.bytes_kept = len(data)
+            if (at := data.find(CUT_MARK)) >= 0:  # a bounded copy: its cuts so far
+                words = data[at + len(CUT_MARK) :].split(maxsplit=1)
+                if words and words[0].isdigit():
+                    self.cut_bytes = max(self.cut_bytes, int(words[0]))
             lines = split_lines(data)
             cursor.lines_kept = len(lines)
             cursor.admit(lines)
@@ -138,7 +148,40 @@ class Follower:
         texts = data.decode("utf-8", errors="replace").split("\n")
         texts.pop()  # after the last \n
         self.on_lines(self.spec.rank, stream, texts)
+        if self.bound is not None and cursor.bytes_kept > self.bound:
+            self._cut(stream)
         return len(new)
+
+    def _cut(self, stream: str) -> None:
+        """Keep the first half of `bound` and the newest quarter, whole lines, and a marker
+        line between them; one rewrite per quarter of `bound` appended (amortised)."""
+        assert self.bound is not None
+        path = self.dir / f"{stream}.log"
+        data = path.read_bytes()
+        head = data[: self.bound // 2]
+        head = head[: head.rfind(b"\n") + 1]
+        tail = data[-(self.bound // 4) :]
+        tail = tail[tail.find(b"\n") + 1 :]
+        middle = data[len(head) : len(data) - len(tail)]
+        if not middle:
+            return
+        if middle.startswith(CUT_MARK):  # the previous cut's marker: replaced, not counted
+            middle = middle[middle.find(b"\n") + 1 :]
+        lines = middle.count(b"\n")
+        self.cut_bytes += len(middle)
+        marker = (
+            CUT_MARK
+            + (
+                f" {self.cut_bytes} bytes in all ({lines} lines this time) cut here to keep this "
+                f"file under {self.bound} bytes: the head and the newest tail are kept\n"
+            ).encode()
+        )
+        tmp = path.with_name(f".{path.name}.cut")
+        tmp.write_bytes(head + marker + tail)
+        self._files[stream].close()
+        tmp.replace(path)
+        self._files[stream] = path.open("ab", buffering=0)
+        self.cursors[stream].bytes_kept = len(head) + len(marker) + len(tail)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Follow until the rank's output ends, reconnecting on errors; or until `stop`."""
@@ -175,7 +218,11 @@ class Follower:
         A missing line stamped at or before the newest line followed (either stream: one
         `docker logs -f` carries both) is a gap: repaired and counted. Lines stamped after it
         were printed once following had stopped (a rank that goes on after a verdict): they
-        are added too, and counted apart (`tail_bytes`), as they are no loss."""
+        are added too, and counted apart (`tail_bytes`), as they are no loss. A copy cut to
+        its bound is not compared (its middle is gone on purpose): follow.json says so."""
+        if self.cut_bytes:
+            self.write_bookkeeping(unreconciled=f"bounded copy: {self.cut_bytes} bytes cut")
+            return 0
         full = await self.runtime.full_logs(self.spec)
         followed_to = max(c.last_ns for c in self.cursors.values())
         repaired = 0
@@ -211,6 +258,7 @@ class Follower:
             "reconnects": self.reconnects,
             "repaired_bytes": self.repaired_bytes,
             "tail_bytes": self.tail_bytes,
+            "cut_bytes": self.cut_bytes,
             "bytes_kept": {s: c.bytes_kept for s, c in self.cursors.items()},
             "lines_kept": {s: c.lines_kept for s, c in self.cursors.items()},
             "reconciled": unreconciled is None,

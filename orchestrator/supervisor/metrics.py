@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from orchestrator.logging import get_logger
-from orchestrator.models.events import RECORD, Record, Smoke, Step, VerdictRecord
+from orchestrator.models.events import RECORD, Record, Smoke, Step, Stopped, VerdictRecord
 from orchestrator.models.run import Outcome, RankPhase
 from orchestrator.runstore import Run, atomic_write_text
 from orchestrator.supervisor.view import BootView
@@ -259,7 +259,8 @@ class PhaseRecords:
             self.parsed += 1
             with contextlib.suppress(ValidationError):
                 record = RECORD.validate_json(line)
-                if isinstance(record, Step | VerdictRecord | Smoke):
+                # Stopped: the serving watch ends at `cluster stop` (it reads this reader too).
+                if isinstance(record, Step | VerdictRecord | Smoke | Stopped):
                     self.records.append(record)
         self.offset += whole
         return self.records

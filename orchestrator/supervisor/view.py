@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.models.run import Finding, RankPhase, RunPhase
+from orchestrator.supervisor.serving import ServingState
 from orchestrator.supervisor.state import BootState, RankState
 from orchestrator.supervisor.watchers import WatchConfig
 
@@ -46,6 +47,29 @@ class RankRow(BaseModel):
     serving: str | None = None  # after READY: the head's readiness answer and latency
 
 
+class ServingHealth(BaseModel):
+    """After READY, what the serving watch sees (supervisor/serving_watch.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ready_at: float  # when this attempt became READY
+    uptime_s: float
+    attempt: int = 0  # restarts of the group so far
+    canary_last_s: float | None = None  # None: the last canary got no answer
+    canary_p50_s: float | None = None  # over the last hour
+    canary_p99_s: float | None = None
+    canary_failing_s: float | None = None  # how long the canary has failed, while it does
+    canary_error: str = ""
+    health_ok: bool | None = None
+    running: float | None = None  # the engine's own figures (its /metrics)
+    waiting: float | None = None
+    generated_tokens: float | None = None
+    tokens_per_s: float | None = None
+    incidents: int = 0
+    last_incident: str = ""
+    restart_wait: str = ""  # why a restart waits, while it does
+
+
 class BootView(BaseModel):
     """The document behind status.json and `cluster status --json` (docs/operating.md)."""
 
@@ -64,6 +88,7 @@ class BootView(BaseModel):
     ranks: tuple[RankRow, ...]
     warnings: tuple[Finding, ...] = ()
     verdict: Finding | None = None
+    serving: ServingHealth | None = None  # after READY, while the serving watch runs
 
     @property
     def phase_text(self) -> str:
@@ -156,3 +181,29 @@ def duration_text(s: float | None) -> str:
         return "-"
     s = max(s, 0)
     return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+def serving_health(sv: ServingState, now: float) -> ServingHealth:
+    last, p50, p99 = sv.canary_stats()
+    e = sv.engine
+    latest = sv.incidents[-1] if sv.incidents else None
+    return ServingHealth(
+        ready_at=sv.ready_at,
+        uptime_s=max(now - sv.ready_at, 0.0),
+        attempt=sv.attempt,
+        canary_last_s=last,
+        canary_p50_s=p50,
+        canary_p99_s=p99,
+        canary_failing_s=None if sv.canary_failing_since is None else now - sv.canary_failing_since,
+        canary_error=sv.canary_error,
+        health_ok=sv.canaries[-1].health_ok if sv.canaries else None,
+        running=e.running if e else None,
+        waiting=e.waiting if e else None,
+        generated_tokens=e.generated if e else None,
+        tokens_per_s=sv.tokens_per_s,
+        incidents=len(sv.incidents),
+        last_incident=f"{latest.outcome.value if latest.outcome else ''} {latest.message}"[:200]
+        if latest
+        else "",
+        restart_wait=sv.waiting,
+    )

@@ -1,0 +1,210 @@
+"""`cluster supervise RUN` on a serving run: the serving watch, re-attached.
+
+A run whose boot ended READY (or SMOKE_FAILED: its ranks serve on) is watched by one process at a
+time, held by the run's lock: the detached watcher `cluster boot` hands over to, or this command
+after a controller reboot or kill. It rebuilds the run from its directory (runctx), resumes every
+rank's log from where the preserved copy ends (the followers' `--since`: no gap, no duplicate),
+and carries on with the same supervisor past READY (supervisor/serving_watch.py). A final
+incident replaces the READY verdict (runstore allows a serving outcome to be followed once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.errors import RunStoreError
+from orchestrator.facts import close_transports, open_transports
+from orchestrator.logging import get_logger
+from orchestrator.models.events import Resumed
+from orchestrator.models.recipe import Recipe
+from orchestrator.models.run import Finding, HeadReady
+from orchestrator.runctx import RunContext, load_context, replay_logs
+from orchestrator.runstore import Run
+from orchestrator.runtime.base import Runtime
+from orchestrator.runtime.docker import DockerRuntime
+from orchestrator.runtime.process import ProcessRuntime
+from orchestrator.runtime.specs import probe_ready
+from orchestrator.supervisor.serving import ServeWatchConfig
+from orchestrator.supervisor.serving_watch import Relaunch, ServingWatch
+from orchestrator.supervisor.state import reduce
+from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
+from orchestrator.transport import ConnectOptions, Transport
+
+log = get_logger(__name__)
+WATCH_LOG = "watch.log"
+
+
+def serve_config(recipe: Recipe) -> ServeWatchConfig:
+    """The serving watch's numbers for this recipe (timeouts.wedge; the rest are defaults)."""
+    return ServeWatchConfig(wedge_s=float(recipe.timeouts.wedge))
+
+
+def _served_model(recipe: Recipe) -> str:
+    from orchestrator.serving_bench.runs import served_model_name
+
+    return served_model_name(recipe)
+
+
+def serving_verdict_or_refuse(run: Run) -> None:
+    verdict = run.verdict()
+    if verdict is None or not verdict.outcome.serving:
+        what = verdict.outcome.value if verdict else "no verdict yet"
+        raise RunStoreError(
+            f"run {run.id} is not serving ({what}): the serving watch starts after READY",
+            where=str(run.dir),
+            hint=f"`cluster status --run {run.id}` shows where it is",
+        )
+
+
+async def watch_run(
+    run: Run,
+    *,
+    serve: ServeWatchConfig | None = None,
+    connect: ConnectOptions | None = None,
+    process_root: Path | None = None,
+    halt: asyncio.Event | None = None,
+) -> Finding | None:
+    """Watch a serving run until a final incident (returned, and written as its verdict),
+    `cluster stop`, or `halt` (None)."""
+    serving_verdict_or_refuse(run)
+    ctx = load_context(run)
+    transports: dict[str, Transport] = {}
+    runtime: Runtime
+    if ctx.simulated:
+        runtime = ProcessRuntime(process_root)
+    else:
+        transports = dict(open_transports(ctx.inventory, connect or ConnectOptions()))
+        runtime = DockerRuntime(transports)
+    try:
+        sup = Supervisor(
+            run,
+            ctx.specs,
+            runtime,
+            SuperviseConfig(
+                watch=ctx.watch,
+                ready_url=ctx.ready_url,
+                endpoint=ctx.endpoint,
+                ready_timeout_s=ctx.timeouts.ready_deadline_s,
+            ),
+            recipe=ctx.recipe_name,
+            resume_state=replay_logs(ctx),
+        )
+        latency = await asyncio.to_thread(probe_ready, ctx.ready_url)
+        # The head served at READY: every rank that loaded serves in its group (the reducer's
+        # rule). Whether it still answers is the canary's question, asked within seconds.
+        sup.state = reduce(sup.state, HeadReady(ts=time.time(), latency_s=latency or 0.0))
+        kept = sum(p.stat().st_size for p in run.dir.glob("rank-*/std*.log") if p.name[:3] == "std")
+        run.append_event(Resumed(bytes_preserved=kept))
+        watch = ServingWatch(
+            sup,
+            serve or serve_config(ctx.recipe),
+            model=_served_model(ctx.recipe),
+            restart=ctx.recipe.restart,
+            relaunch=_relauncher(ctx, runtime, transports),
+        )
+        if halt is not None:
+            watch.halt = halt
+        ended = await watch.run_watch()
+    finally:
+        await close_transports(transports)
+    if ended is not None:
+        _write_final(run, ended)
+    return ended
+
+
+def _write_final(run: Run, incident: Finding) -> None:
+    from orchestrator.run_files import Verdict
+
+    try:
+        current = run.verdict()
+        if current is None or current.outcome.serving:
+            run.write_verdict(Verdict.of(incident))
+    except RunStoreError as exc:  # VerdictExists: another writer decided first
+        log.warning("incident verdict not written", error=str(exc))
+
+
+def _relauncher(ctx: RunContext, runtime: Runtime, transports: dict[str, Transport]) -> Relaunch:
+    """The same launch plan started again, wave by wave, as the boot starts it."""
+
+    async def relaunch(sup: Supervisor) -> None:
+        from orchestrator.boot import QuietUI, start_deadline, start_ranks
+
+        local = transports or dict(open_transports(ctx.inventory, ConnectOptions()))
+        await start_ranks(
+            ctx.run,
+            QuietUI(),
+            ctx.plan,
+            ctx.specs,
+            runtime,
+            local,
+            sup,
+            port_wait_s=ctx.timeouts.connect * 4,
+            start_deadline_s=start_deadline(ctx.timeouts.connect),
+        )
+
+    return relaunch
+
+
+# -- the detached watcher -------------------------------------------------------------------
+
+
+def watcher_argv(run: Run, inventory: str | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "orchestrator.cli", "supervise", str(run.dir)]
+    if inventory:
+        argv += ["-i", inventory]
+    return argv
+
+
+def start_watcher(run: Run, inventory: str | None = None) -> int:
+    """Start the serving watch in its own session (it outlives this terminal); its output goes
+    to the run's watch.log. The pid."""
+    fd = os.open(run.dir / WATCH_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = subprocess.Popen(
+            watcher_argv(run, inventory),
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            env={**os.environ, "COLUMNS": "160"},
+        )
+    finally:
+        os.close(fd)
+    return proc.pid
+
+
+def systemd_unit(run: Run, inventory: str | None = None) -> str:
+    """A systemd user unit that keeps the serving watch of `run` alive across controller
+    reboots (docs/operating.md: `cluster supervise RUN --systemd-unit`)."""
+    argv = shlex.join(watcher_argv(run, inventory))
+    return f"""[Unit]
+Description=cluster serving watch of run {run.id}
+After=network-online.target
+
+[Service]
+Type=simple
+ExecStart={argv}
+# A final incident ends the watch with a non-zero code: do not restart it then (the run has
+# its verdict); a killed or crashed watcher comes back and resumes every log where it ended.
+Restart=on-abnormal
+RestartSec=10
+KillSignal=SIGTERM
+TimeoutStopSec=30
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def install_halt(halt: asyncio.Event) -> None:
+    """SIGTERM/SIGINT (the unit stopped, Ctrl-C) end the watch cleanly: logs reconciled."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, halt.set)
