@@ -18,11 +18,21 @@ times and interleaved so both see the same machine load, it times:
            fastest) and in the caller's locale, and with the signature patterns alone.
 
 and prints MB/s (medians) and the ratio scan / fastest grep. Target: 0.5x grep or better.
+
+    .venv/bin/python bench/postmortem_scan.py --whole [--mb 100] [--repeat 3]
+
+The user's view instead (issue 29): ONE rank log of MB megabytes of healthy SGLang lines from
+the same corpus (progress bars and the other lines SGLang prints) ending in one failure, and,
+interleaved, the whole `cluster postmortem --logs FILE --json` (a new process: start-up, scan,
+diagnosis, JSON) against `grep -E -c` with a dozen alternatives (the failure words an on-call
+engineer would try) over the same file, in LC_ALL=C and in the caller's locale; then the
+start-up alone (a one-line log). Targets: <= 10x grep, start-up <= 0.5 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -123,13 +133,104 @@ def time_scan(files: list[Path], workers: int | None) -> tuple[float, int]:
     return elapsed, sum(sum(s.counts.values()) for s in scans)
 
 
+# what one greps for by hand: a dozen alternatives
+GREP_WORDS = (
+    "Traceback|Error|error:|out of memory|OOM|Killed|Watchdog|timed out|NCCL WARN|"
+    "failed|Exception|RuntimeError"
+)
+LAST_FAILURE = (
+    "[2026-11-29 11:02:03 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+    "[2026-11-29 11:02:04] Received sigquit from a child process. It usually means the child "
+    "failed.",
+)
+
+
+def write_sglang_log(path: Path, size: int, rng: random.Random) -> None:
+    """Healthy SGLang lines (progress 60%, other 40%) and one failure at the end."""
+    progress, benign, _ = corpus_pools()
+    sglang = [e for e in load_corpus() if e.engine == "sglang" and e.benign and not e.paraphrase]
+    mine = [t for e in sglang for t in (list(e.lines) if e.lines else [e.line or ""])]
+    pools = (progress, mine or benign)
+    t = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
+    step = timedelta(microseconds=1500)
+    written = 0
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        while written < size:
+            out = []
+            for pool in rng.choices(pools, (60, 40), k=4096):
+                t += step
+                stamp = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}000Z"
+                out.append(f"{stamp} {rng.choice(pool)}\n")
+            block = "".join(out)
+            fh.write(block)
+            written += len(block.encode())
+        for line in LAST_FAILURE:
+            fh.write(f"{t.strftime('%Y-%m-%dT%H:%M:%S.')}{t.microsecond:06d}000Z {line}\n")
+
+
+def time_cmd(argv: list[str], locale: str | None = None) -> tuple[float, bytes]:
+    env = dict(os.environ)
+    if locale is not None:
+        env["LC_ALL"] = locale
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, env=env)
+    elapsed = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{argv[0]} failed: {done.stderr.decode(errors='replace')[-400:]}")
+    return elapsed, done.stdout
+
+
+def whole(args: argparse.Namespace) -> None:
+    cluster = str(Path(sys.executable).with_name("cluster"))
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="postmortem-whole-") as tmp:
+        log = Path(tmp) / "rank-0.log"
+        write_sglang_log(log, args.mb * 1_000_000, random.Random(7))
+        one = Path(tmp) / "one" / "rank-0.log"
+        one.parent.mkdir()
+        one.write_text(f"{LAST_FAILURE[0]}\n", encoding="utf-8")
+        with log.open("rb") as fh:  # warm the page cache for both
+            while fh.read(16 << 20):
+                pass
+        size = log.stat().st_size
+        print(
+            f"one SGLang rank log, {size / 1e6:.0f} MB, one failure at the end; {os.cpu_count()} CPUs"
+        )
+        times: dict[str, list[float]] = {"postmortem": [], "grep C": [], "grep locale": []}
+        category = ""
+        for _ in range(args.repeat):
+            took, out = time_cmd([cluster, "postmortem", "--logs", str(log), "--json"])
+            times["postmortem"].append(took)
+            category = json.loads(out)["category"]
+            times["grep C"].append(time_cmd(["grep", "-E", "-c", GREP_WORDS, str(log)], "C")[0])
+            times["grep locale"].append(time_cmd(["grep", "-E", "-c", GREP_WORDS, str(log)])[0])
+        startup = [
+            time_cmd([cluster, "postmortem", "--logs", str(one), "--json"])[0] for _ in range(5)
+        ]
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"  cluster postmortem --logs FILE --json  {med['postmortem']:.2f} s -> {category}")
+        print(f"  grep -E -c (12 alternatives, LC_ALL=C) {med['grep C']:.2f} s")
+        print(f"  grep -E -c (12 alternatives, locale)   {med['grep locale']:.2f} s")
+        print(
+            f"ratio postmortem / grep: {med['postmortem'] / med['grep C']:.1f}x (LC_ALL=C), "
+            f"{med['postmortem'] / med['grep locale']:.1f}x (your locale); target <= 10x "
+            f"(medians of {args.repeat})"
+        )
+        print(
+            f"start-up (one-line log): {statistics.median(startup):.2f} s (median of 5; target <= 0.5 s)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--mb", type=int, default=100, help="megabytes per rank log")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    ap.add_argument("--whole", action="store_true", help="the CLI on one log vs grep -E -c")
     args = ap.parse_args()
+    if args.whole:
+        whole(args)
+        return
 
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="postmortem-bench-") as tmp:
         root = Path(tmp)
