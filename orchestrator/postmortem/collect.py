@@ -30,6 +30,7 @@ from orchestrator.models.events import (
     WatcherWarning,
 )
 from orchestrator.models.run import NodeBack, NodeLost, RankExited, RankStarted
+from orchestrator.postmortem.measured import Measured, SampleRow, measured_from
 from orchestrator.postmortem.model import PHASES, Evidence, ExitInfo, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import SignatureSet
 from orchestrator.postmortem.timeline import (
@@ -219,6 +220,53 @@ def _read_events(run: Run) -> Events:
                 with contextlib.suppress(ValidationError):
                     events.append((n, RECORD.validate_json(line)))
     return events
+
+
+# -- what the supervisor measured: samples, starts, losses, warnings, its last view -------------
+
+
+def _samples(path: Path, notes: list[str]) -> list[tuple[int, SampleRow]]:
+    """rank-<k>/samples.jsonl as (line, row); a torn or foreign line is skipped."""
+    rows: list[tuple[int, SampleRow]] = []
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                with contextlib.suppress(ValidationError):
+                    rows.append((n, SampleRow.model_validate_json(line)))
+    except OSError as exc:
+        notes.append(f"{path.name}: unreadable ({exc}); ignored")
+    return rows
+
+
+def _measured(
+    run: Run,
+    events: Events,
+    recipe: Mapping[str, Any],
+    status: Mapping[str, Any] | None,
+    ranks: Sequence[int],
+    rank_dirs: Mapping[int, Path],
+    nodes: Mapping[int, str],
+    notes: list[str],
+) -> Measured:
+    samples = {
+        k: _samples(folder / "samples.jsonl", notes)
+        for k, folder in rank_dirs.items()
+        if (folder / "samples.jsonl").is_file()
+    }
+    model = recipe.get("model") if isinstance(recipe.get("model"), dict) else {}
+    expected = (model or {}).get("expected_bytes_per_rank")
+    phases: dict[int, str] = {}
+    for view in (status or {}).get("ranks") or ():
+        if isinstance(view, dict) and isinstance(view.get("rank"), int):
+            phases[view["rank"]] = str(view.get("phase"))
+    return measured_from(
+        events,
+        samples,
+        ranks=ranks,
+        expected_bytes=expected if isinstance(expected, int) and expected > 0 else None,
+        nodes=nodes,
+        view_phases=phases,
+    )
 
 
 # -- evidence outside the logs: docker's State.Error, error text in events ------------------------
@@ -457,6 +505,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
         supervisor_verdict=verdict,
         stopped_at=stopped_at,
         warnings=warnings,
+        measured=_measured(run, events, recipe, status, ranks, rank_dirs, nodes, notes),
         notes=tuple(
             notes
             + [
