@@ -62,6 +62,7 @@ def read_archive(path: Path, reference: str) -> SourceImage:
         os=os_name,
         architecture=_oci(arch),
         size_bytes=path.stat().st_size,
+        layers=tuple(layers),
     )
 
 

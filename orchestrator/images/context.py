@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from orchestrator.images.known_hosts import chain_known_hosts
@@ -55,6 +56,10 @@ class ChainContext:
     kind: ChainKind = IMAGE_KIND
     # Opens a fresh source stream for a later fan-out wave (default: the image's `_open_source`).
     opener: Callable[[ChainContext, Any], Awaitable[Any]] | None = None
+    # Diff ids the controller's source stream leaves out this round (the layer plan), and where
+    # the filter writes what it kept and dropped.
+    drop: tuple[str, ...] = ()
+    filter_report: Path | None = None
     script: str = field(init=False, default_factory=chain_script)
     tag_base: str = field(init=False, default_factory=lambda: secrets.token_hex(6))
     known_hosts_text: str = field(init=False)

@@ -12,12 +12,14 @@ from pathlib import Path
 from pydantic import Field
 
 from orchestrator.errors import ImageError
+from orchestrator.images.layers import LayerPlan
 from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Node
 from orchestrator.models.push import AskedNode, Mode, PushedNode, PushRound
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness
 from orchestrator.probes.image import (
     ChainTools,
+    HeldLayers,
     ImageFacts,
     ImageIdentity,
     ImageStore,
@@ -58,6 +60,7 @@ class SourceImage(StrictModel):
     architecture: str | None = None
     size_bytes: int | None = Field(default=None, description="raw stream estimate (tar bytes)")
     has_zstd: bool = Field(default=False, description="can the source side compress?")
+    layers: tuple[str, ...] = Field(default=(), description="diff ids, base first")
 
     @property
     def platform(self) -> str | None:
@@ -70,6 +73,7 @@ class NodeState(AskedNode):
     store: ImageStore | None = None
     image: ImageFacts | None = None
     tools: ChainTools | None = None
+    held: HeldLayers | None = Field(default=None, description="layer chains held; None: unknown")
 
     @property
     def identity(self) -> ImageIdentity:
@@ -104,6 +108,7 @@ class PushPlan(StrictModel):
     compression: Compression
     compression_reason: str
     stores: dict[str, str] = Field(default_factory=dict, description="node -> image store kind")
+    layers: LayerPlan | None = Field(default=None, description="what each target lacks")
 
 
 class HopStatus(StrEnum):
@@ -138,10 +143,17 @@ class NodeResult(PushedNode):
     probe: ExecReadiness | None = None
     error: str | None = None
     note: str | None = None
+    image_id: str | None = Field(default=None, description="the node's Id for the image")
+    config_digest: str | None = Field(default=None, description="None: the store hides it")
+    layers_missing: int | None = Field(default=None, description="layers it lacked at the plan")
+    partial: bool | None = Field(default=None, description="sent only what it lacked?")
 
 
 class RoundReport(PushRound):
     raw_bytes: int | None = None
+    layers_sent: int | None = Field(default=None, description="None: the whole archive")
+    layers_dropped: int | None = None
+    dropped_bytes: int | None = Field(default=None, description="raw bytes left out")
 
 
 class PushReport(StrictModel):
@@ -154,6 +166,7 @@ class PushReport(StrictModel):
     mode_reason: str | None = None
     rounds: tuple[RoundReport, ...] = ()
     nodes: tuple[NodeResult, ...]
+    layer_plan: str | None = Field(default=None, description="what the first round sent")
     seconds: float
 
     @property

@@ -12,7 +12,13 @@ from orchestrator.errors import ClusterError, CommandTimeout
 from orchestrator.fanout import settle_each
 from orchestrator.images.model import NodeState
 from orchestrator.models.inventory import Inventory, Node
-from orchestrator.probes.image import CHAIN_TOOLS, image_inspect_probe, image_store_probe
+from orchestrator.probes.image import (
+    CHAIN_TOOLS,
+    HeldLayers,
+    image_inspect_probe,
+    image_layers_probe,
+    image_store_probe,
+)
 from orchestrator.transport import Transport
 from orchestrator.transport.base import CommandResult
 
@@ -41,10 +47,12 @@ async def _ask_state(
             run_bounded(transport, inspect_p.argv, timeout_s),
             run_bounded(transport, store_p.argv, timeout_s),
             run_bounded(transport, CHAIN_TOOLS.argv, timeout_s),
+            _held_layers(node, transport, timeout_s),
         )
         image = inspect_p.read(results[0])
         store = store_p.read(results[1])
         tools = CHAIN_TOOLS.read(results[2])
+        held = results[3]
     except ClusterError as exc:
         return NodeState(**base, reachable=False, error=exc.line())
     if not store.reachable:
@@ -54,7 +62,17 @@ async def _ask_state(
             store=store,
             error=f"the docker daemon does not answer: {store.error or 'no server'}",
         )
-    return NodeState(**base, reachable=True, store=store, image=image, tools=tools)
+    return NodeState(**base, reachable=True, store=store, image=image, tools=tools, held=held)
+
+
+async def _held_layers(node: Node, transport: Transport, timeout_s: float) -> HeldLayers | None:
+    """The layer chains a node holds; None when it cannot say (the node then gets the whole
+    image: a missing answer must never make the push send less)."""
+    probe = image_layers_probe(DockerCli.of(node))
+    try:
+        return probe.read(await run_bounded(transport, probe.argv, timeout_s))
+    except ClusterError:
+        return None
 
 
 async def gather_states(

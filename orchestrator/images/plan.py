@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orchestrator.errors import ImageError
+from orchestrator.images.layers import plan_layers
 from orchestrator.images.model import (
     Compression,
     NodeState,
@@ -15,7 +16,7 @@ from orchestrator.images.model import (
     SourceKind,
 )
 from orchestrator.models.push import Mode
-from orchestrator.probes.image import matches_digest, same_image
+from orchestrator.probes.image import ImageStoreKind, matches_digest, same_image
 
 MIN_RATIO = 1.15  # zstd must shrink the stream by at least this much to be worth it
 
@@ -78,9 +79,18 @@ def plan_push(
     compression, reason = decide_compression(
         compress, source_has_zstd=source.has_zstd, nodes_without_zstd=lacking_zstd
     )
+    layer_plan = None
+    if source.layers:
+        layer_plan = plan_layers(
+            source.layers,
+            targets,
+            {s.node: s.held for s in states},
+            {s.node: s.store.kind if s.store else ImageStoreKind.unknown for s in states},
+        )
     return PushPlan(
         reference=reference,
         source=source,
+        layers=layer_plan,
         skipped=skipped,
         targets=targets,
         unreachable=unreachable,

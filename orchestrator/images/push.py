@@ -4,9 +4,14 @@ exec-readiness, report."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
+import os
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from orchestrator.dockercli import DockerCli
@@ -14,6 +19,7 @@ from orchestrator.errors import ClusterError
 from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import ChainContext
+from orchestrator.images.layers import failed_partial, plan_layers
 from orchestrator.images.model import (
     Compression,
     EventSink,
@@ -103,6 +109,11 @@ async def _push(
             "store": s.store.driver if s.store else None,
             "identity": s.identity.short() if s.holds_image else None,
         }
+        if s.holds_image and s.image is not None:
+            rows[s.node].update(image_id=s.image.id, config_digest=s.identity.config_digest or None)
+        gaps = plan.layers.missing_of(s.node) if plan.layers else None
+        if gaps is not None:
+            rows[s.node].update(layers_missing=len(gaps.missing), partial=gaps.partial)
     for name in plan.skipped:
         note = "the source" if source.kind is SourceKind.node and name == source.node else None
         rows[name].update(action=NodeAction.skipped, verified=True, note=note)
@@ -117,6 +128,8 @@ async def _push(
     round_source = source
     verified: set[str] = set(plan.skipped)
     sends: dict[str, int] = {}
+    whole_for: set[str] = set()  # a partial load failed there: the whole image next time
+    held = {s.node: s.held for s in states}
     for rnd in range(1, options.max_rounds + 1):
         if not targets:
             break
@@ -137,7 +150,16 @@ async def _push(
             )
         )
         stream: _Stream | None = None
-        total = src.size_bytes
+        ctx.drop = ()
+        if round_source.kind is not SourceKind.node and src.layers:
+            lp = plan.layers if rnd == 1 else None
+            if lp is None:  # a later round: only what its targets lack
+                lp = plan_layers(src.layers, targets, held, stores, whole_for=sorted(whole_for))
+            ctx.drop = lp.drop
+        total = None if ctx.drop else src.size_bytes
+        report_fd, report_path = tempfile.mkstemp(prefix="cluster-image-layers.", suffix=".json")
+        os.close(report_fd)
+        ctx.filter_report = Path(report_path)
         if not (round_source.kind is SourceKind.node and mode is Mode.chain):
             stream = await _open_source(ctx, round_source)
             if rnd == 1 and compression is Compression.zstd and options.compress == "auto":
@@ -152,6 +174,9 @@ async def _push(
         log, prog = await _run_round(
             ctx, rnd, round_source, targets, mode, compression, total, stream
         )
+        kept, dropped = _filter_report(ctx.filter_report) if ctx.drop else (None, None)
+        with contextlib.suppress(OSError):
+            os.unlink(report_path)
         outcomes = judge_round(targets, log, upstream_label=round_source.label())
         unfinished = [o.node for o in outcomes if not o.ended]
         tag = f"{ctx.tag_base}-r{rnd}"
@@ -169,17 +194,23 @@ async def _push(
                 seconds=round(time.monotonic() - t0, 3),
                 wire_bytes=prog.wire or None,
                 raw_bytes=prog.raw or None,
+                layers_sent=len(kept) if kept is not None else None,
+                layers_dropped=len(dropped) if dropped is not None else None,
+                dropped_bytes=sum(n for _, n in dropped) if dropped is not None else None,
             )
         )
         starved: list[str] = []
         for o in outcomes:
-            ok, evidence, short = checks[o.node]
+            ok, evidence, short, image_id = checks[o.node]
             row = rows[o.node]
             row.update(
                 sends=sends[o.node],
                 sent_from=round_source.label(),
                 received_bytes=o.received,
             )
+            if ok:
+                config = image_id if stores.get(o.node) is ImageStoreKind.graphdriver else None
+                row.update(image_id=image_id, config_digest=config)
             if ok and o.status is HopStatus.loaded:
                 verified.add(o.node)
                 row.update(
@@ -196,7 +227,20 @@ async def _push(
                 evidence_all = o.evidence + (f"; re-probe: {evidence}" if evidence else "")
                 row.update(action=NodeAction.failed, verified=False, error=evidence_all)
                 reprobe_reached = not evidence.startswith("cannot re-probe")
-                if o.status is HopStatus.starved or (
+                if ctx.drop and failed_partial(o.evidence):
+                    # Its daemon lacked a layer the plan thought it held (pruned meanwhile),
+                    # or cannot take a partial archive: the whole image, next round.
+                    whole_for.add(o.node)
+                    starved.append(o.node)
+                    ctx.emit(
+                        PushEvent(
+                            "note",
+                            node=o.node,
+                            text=f"{o.node} could not load a partial archive: "
+                            "sending it the whole image",
+                        )
+                    )
+                elif o.status is HopStatus.starved or (
                     o.status is HopStatus.failed and "ssh from" in o.evidence and reprobe_reached
                 ):
                     starved.append(o.node)
@@ -204,6 +248,10 @@ async def _push(
             break  # the source itself is broken: re-sending from it helps nobody
         order = [n.name for n in inventory.nodes]
         resend_from, targets = next_round(order, verified, starved)
+        if ctx.drop and source.kind is not SourceKind.node:
+            # A node's `docker save` would send the whole image again; the original source,
+            # through the layer filter, sends only what the starved nodes still lack.
+            resend_from = None
         round_source = (
             Source(kind=SourceKind.node, node=resend_from) if resend_from is not None else source
         )
@@ -248,6 +296,7 @@ async def _push(
         rounds=tuple(rounds),
         nodes=tuple(results_rows),
         seconds=round(time.monotonic() - started, 3),
+        layer_plan=plan.layers.summary() if plan.layers else None,
     )
 
 
@@ -255,28 +304,40 @@ def _has_ssh(state: NodeState) -> bool:
     return state.tools is None or "ssh" in state.tools.found
 
 
+def _filter_report(path: Path | None) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """What the layer filter kept and dropped (empty lists when it wrote nothing)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8")) if path else {}
+    except (OSError, ValueError):
+        doc = {}
+    return (
+        [(str(d), int(n)) for d, n in doc.get("kept") or []],
+        [(str(d), int(n)) for d, n in doc.get("dropped") or []],
+    )
+
+
 async def _verify(
     ctx: ChainContext, names: Sequence[str], want: ImageIdentity, stores: dict[str, ImageStoreKind]
-) -> dict[str, tuple[bool, str, str | None]]:
-    """Re-probe: node -> (holds the expected identity, evidence, short identity)."""
+) -> dict[str, tuple[bool, str, str | None, str | None]]:
+    """Re-probe: node -> (holds the expected identity, evidence, short identity, image Id)."""
     timeout = max(5.0, ctx.options.connect_timeout_s * 2)
 
-    async def one(name: str) -> tuple[bool, str, str | None]:
+    async def one(name: str) -> tuple[bool, str, str | None, str | None]:
         node = ctx.node(name)
         probe = image_inspect_probe(ctx.reference, DockerCli.of(node))
         try:
             facts = probe.read(await run_bounded(ctx.transports[name], probe.argv, timeout))
         except ClusterError as exc:
-            return False, f"cannot re-probe: {exc.line()}", None
+            return False, f"cannot re-probe: {exc.line()}", None, None
         if not facts.present:
-            return False, f"{ctx.reference} is not there after the load", None
+            return False, f"{ctx.reference} is not there after the load", None, None
         got = identity_of(facts, stores.get(name, ImageStoreKind.unknown))
         if same_image(got, want):
-            return True, "", got.short()
-        return False, f"holds {got.short()}, expected {want.short()}", got.short()
+            return True, "", got.short(), facts.id
+        return False, f"holds {got.short()}, expected {want.short()}", got.short(), facts.id
 
     results = await asyncio.gather(*(one(n) for n in names))
     out = dict(zip(names, results, strict=True))
-    for name, (ok, _, _) in out.items():
+    for name, (ok, *_) in out.items():
         ctx.emit(PushEvent("verify", node=name, ok=ok))
     return out

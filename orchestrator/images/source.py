@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+import sys
 from collections.abc import Sequence
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, ImageError
+from orchestrator.images import layer_filter
 from orchestrator.images.archive import read_archive
 from orchestrator.images.context import ChainContext
 from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
@@ -60,7 +62,7 @@ async def resolve_source(
         assert source.path is not None
         if not source.path.is_file():
             raise ImageError(f"{source.path}: no such file", where=str(source.path))
-        img = await asyncio.to_thread(read_archive, source.path, reference)
+        img = await asyncio.to_thread(read_archive, source.path, reference)  # layers included
         return img.model_copy(update={"has_zstd": await _which("zstd")})
     if source.kind is SourceKind.node:
         state = next((s for s in states if s.node == source.node), None)
@@ -88,6 +90,7 @@ async def resolve_source(
             architecture=state.image.architecture,
             size_bytes=state.image.size,
             has_zstd=bool(state.tools and state.tools.zstd),
+            layers=state.image.layers,
         )
     local = LocalTransport(_controller_node())
     controller = DockerCli()  # the controller's own daemon (its DOCKER_HOST, if set)
@@ -125,6 +128,7 @@ async def resolve_source(
         architecture=facts.architecture,
         size_bytes=facts.size,
         has_zstd=await _which("zstd"),
+        layers=facts.layers,
     )
 
 
@@ -148,8 +152,19 @@ async def _open_source(ctx: ChainContext, source: Source) -> _Stream:
 
         return await _open_stream(save_on_node)
     if source.kind is SourceKind.tar:
-        return await _spawn_stream(["cat", "--", str(source.path)])
-    return await _spawn_stream(list(DockerCli()("save", ctx.reference)))
+        argv = ["cat", "--", str(source.path)]
+    else:
+        argv = list(DockerCli()("save", ctx.reference))
+    return await _spawn_stream(_filtered(ctx, argv))
+
+
+def _filtered(ctx: ChainContext, argv: list[str]) -> list[str]:
+    """`argv` wrapped by the layer filter when the plan drops layers (the source is still read
+    once, whole; only what some receiver lacks goes on)."""
+    if not ctx.drop:
+        return argv
+    report = ["--report", str(ctx.filter_report)] if ctx.filter_report else []
+    return [sys.executable, layer_filter.__file__, *report, "--drop", *ctx.drop, "--", *argv]
 
 
 def _read_upto(fd: int, n: int) -> bytes:

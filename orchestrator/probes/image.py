@@ -310,3 +310,65 @@ def matches_digest(identity: ImageIdentity, digest: str) -> bool:
     if digest in (identity.config_digest, identity.manifest_digest):
         return True
     return any(d.endswith("@" + digest) for d in identity.repo_digests)
+
+
+# -- layers held, by content -------------------------------------------------------------------
+
+LAYERS_NAME = "image_layers"
+# Every image the daemon holds (intermediate ones too), as its diff ids. Images may vanish
+# between the listing and the inspect (a prune): what inspect could still print is the answer.
+LAYERS_SCRIPT = (
+    'ids=$("$@" image ls -aq --no-trunc) || exit $?; '
+    '[ -n "$ids" ] || exit 0; '
+    '"$@" image inspect --format "{{json .RootFS.Layers}}" $(printf "%s\\n" $ids | sort -u); '
+    "exit 0"
+)
+
+
+def chain_ids(diff_ids: list[str] | tuple[str, ...]) -> list[str]:
+    """The chain id of every prefix of a layer list (Docker's formula: the first layer's is its
+    diff id, then sha256("<parent chain> <diff id>")). A layer is only usable on top of the very
+    layers below it, so "holds layer k" means "holds the chain up to k", whatever the store."""
+    out: list[str] = []
+    for d in diff_ids:
+        if not out:
+            out.append(d)
+        else:
+            out.append("sha256:" + hashlib.sha256(f"{out[-1]} {d}".encode()).hexdigest())
+    return out
+
+
+class HeldLayers(StrictModel):
+    """The layer chains a daemon holds (chain ids of every prefix of every image it has)."""
+
+    chains: frozenset[str] = frozenset()
+    images: int = 0
+
+    def holds(self, chain: str) -> bool:
+        return chain in self.chains
+
+
+def parse_image_layers(stdout: str) -> HeldLayers:
+    """One JSON list of diff ids per line (`docker image inspect --format '{{json
+    .RootFS.Layers}}'`), one line per image -> every chain held."""
+    chains: set[str] = set()
+    images = 0
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line or line == "null":
+            continue
+        doc = parse_json(LAYERS_NAME, line)
+        if not isinstance(doc, list) or not all(isinstance(x, str) for x in doc):
+            raise fail(LAYERS_NAME, f"not a list of diff ids: {excerpt(line)!r}")
+        images += 1
+        chains.update(chain_ids(doc))
+    return HeldLayers(chains=frozenset(chains), images=images)
+
+
+def image_layers_probe(docker: DockerCli) -> Probe[HeldLayers]:
+    """Which layers a node holds, by content: the diff ids of all its images."""
+    return Probe(
+        name=LAYERS_NAME,
+        argv=("sh", "-c", LAYERS_SCRIPT, "image-layers", *docker.base),
+        parse=parse_image_layers,
+    )
