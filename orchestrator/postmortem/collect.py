@@ -489,6 +489,11 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
                 node=nodes.get(k),
             ).model_copy(update={"lost": lost_at})
         )
+    # the nodes' kernel logs (issue 28): each line joins the rank it concerns, on our clock
+    from orchestrator.kernel.hits import with_kernel_evidence  # it imports postmortem.model
+
+    facts, kernel_notes = with_kernel_evidence(run.dir, facts, sigs)
+    notes.extend(kernel_notes)
     env = recipe.get("env") if isinstance(recipe.get("env"), dict) else {}
     engine = recipe.get("engine") if isinstance(recipe.get("engine"), str) else None
     if engine is None:
