@@ -1,5 +1,5 @@
 """Benchmark: `inventory check` and `preflight` of 8 testbed nodes whose login shell is slow,
-the code before the batched probes against the code now, in one run.
+a baseline revision against the code now, in one run.
 
     sudo .venv/bin/python bench/slow_shell.py [--baseline REV] [--delay 0.2] [--repeat 3] [--json]
 
@@ -10,18 +10,26 @@ init costs ~0.2 s each time. The testbed's session setting `shell_delay_s` makes
 a fresh Python process imports that tree and times `check_inventory` and `run_preflight`
 (mistral-large4-8x-sglang on the testbed: it is refused, no GPU, but every fact is gathered)
 in-process; the medians of `--repeat` runs are printed with the shell start-ups per node.
-Needs root (it brings the netns testbed up and down; run it under the heavy lock).
+Preflight with the image missing asks the nodes whether they can SSH to each other (the image
+chain): it runs twice, with the testbed's peer key mesh (every node holds a key the others
+accept) and without it (the nodes' own keys moved aside: every node-to-node SSH is refused).
+Needs root (it brings the netns testbed up and down; run it under `flock /tmp/netns.lock`).
+
+Issue 31: the default baseline is main before preflight asked only each node's chain neighbour
+(7 pairs, in the same command as its connect to the head's port) instead of all 56 pairs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.netns.testbed import Testbed  # noqa: E402
 
-BASELINE = "8e13ed2"  # main before the batched probes (issue 14)
+BASELINE = "196b32d"  # main before the chain-neighbour peers check (issue 31)
 RECIPE = "mistral-large4-8x-sglang"
 
 # Runs inside the tree under test: times one call, prints seconds. "preflight": the recipe's
@@ -62,8 +70,10 @@ print(time.monotonic() - t)
 WHAT = {
     "check": "inventory check",
     "preflight": "preflight",
-    "preflight-pull": "preflight, image missing (peers asked)",
+    "preflight-pull": "preflight, image missing, key mesh",
+    "preflight-pull-nomesh": "preflight, image missing, no mesh",
 }
+NO_MESH = "-nomesh"  # the same command with the nodes' own SSH keys moved aside
 
 
 def extract(rev: str, into: Path) -> Path:
@@ -75,6 +85,7 @@ def extract(rev: str, into: Path) -> Path:
 
 
 def timed(tree: Path, what: str, inventory: Path, weights: Path) -> float:
+    what = what.removesuffix(NO_MESH)
     proc = subprocess.run(
         [sys.executable, "-c", TIMER, what, str(inventory), RECIPE, str(weights)],
         capture_output=True,
@@ -90,11 +101,28 @@ def timed(tree: Path, what: str, inventory: Path, weights: Path) -> float:
 
 def measure(tb: Testbed, tree: Path, what: str, repeat: int, weights: Path) -> dict[str, Any]:
     times, starts = [], []
-    for _ in range(repeat):
-        tb.reset_shell_starts()
-        times.append(timed(tree, what, tb.inventory, weights))
-        starts.append(max(tb.shell_starts(nd) for nd in tb.nodes))
+    with peer_keys(tb, mesh=not what.endswith(NO_MESH)):
+        for _ in range(repeat):
+            tb.reset_shell_starts()
+            times.append(timed(tree, what, tb.inventory, weights))
+            starts.append(max(tb.shell_starts(nd) for nd in tb.nodes))
     return {"median_s": round(statistics.median(times), 3), "shell_starts_per_node": max(starts)}
+
+
+@contextlib.contextmanager
+def peer_keys(tb: Testbed, *, mesh: bool) -> Iterator[None]:
+    """Without the mesh, every node's own private key is moved aside for the block: its SSH to
+    a peer is refused (BatchMode: `Permission denied (publickey)`), as on nodes never prepared."""
+    keys = [nd.root_ssh / "id_ed25519" for nd in tb.nodes]
+    if not mesh:
+        for key in keys:
+            key.rename(key.with_suffix(".aside"))
+    try:
+        yield
+    finally:
+        for key in keys:
+            if key.with_suffix(".aside").exists():
+                key.with_suffix(".aside").rename(key)
 
 
 def main() -> int:
@@ -132,7 +160,7 @@ def main() -> int:
         f"8 testbed nodes; before = {args.baseline}, after = this checkout; medians of {args.repeat}"
     )
     print(
-        f"{'command':<40}{'shell':>7}{'before s':>10}{'after s':>9}{'ratio':>7}{'starts/node':>14}"
+        f"{'command':<36}{'shell':>7}{'before s':>10}{'after s':>9}{'ratio':>7}{'starts/node':>14}"
     )
     for what, name in WHAT.items():
         for delay in (0.0, args.delay):
@@ -147,7 +175,7 @@ def main() -> int:
             ratio = b["median_s"] / a["median_s"] if a["median_s"] else float("inf")
             starts = f"{b['shell_starts_per_node']} -> {a['shell_starts_per_node']}"
             print(
-                f"{name:<40}{delay:>6g}s{b['median_s']:>10.2f}{a['median_s']:>9.2f}{ratio:>6.1f}x{starts:>14}"
+                f"{name:<36}{delay:>6g}s{b['median_s']:>10.2f}{a['median_s']:>9.2f}{ratio:>6.1f}x{starts:>14}"
             )
     return 0
 

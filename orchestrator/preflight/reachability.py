@@ -1,5 +1,9 @@
 """The one real test (thin): a temporary listener on the head's fabric address and rendezvous
-port, a connect from every node over the fabric."""
+port, a connect from every node over the fabric.
+
+Each node's connect goes out in one command with whatever else preflight asks of every node at
+that moment (its `riders`: the SSH to its chain neighbour): one session and one shell start-up
+per node, all nodes at once (probes/batch.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +11,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.errors import ClusterError
-from orchestrator.models.inventory import Inventory, Node
+from orchestrator.facts import PROBE_TIMEOUT_S, ask_batch
+from orchestrator.models.inventory import Inventory
 from orchestrator.preflight.model import Reachability
+from orchestrator.probes.base import Probe
 from orchestrator.probes.tcp import (
+    NAME_CONNECT,
     ConnectResult,
     ListenerReport,
     connect_probe,
@@ -52,6 +60,17 @@ class _Listener:
             return ListenerReport(listening=False)
 
 
+@dataclass
+class LinkTest:
+    """What the per-node sessions found: the rendezvous test (None when it could not run: the
+    head is down or has no fabric address; the fabric checks say why) and the riders' answers,
+    by node and probe name."""
+
+    reachability: Reachability | None
+    riders: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rider_errors: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
 async def probe_reachability(
     inventory: Inventory,
     transports: Mapping[str, Transport],
@@ -59,11 +78,27 @@ async def probe_reachability(
     *,
     timeout_s: float = 3.0,
 ) -> Reachability | None:
-    """Listen on the head's fabric address and rendezvous port; connect from every node with a
-    fabric address, bound to that address; stop the listener. None when the head has no
-    fabric address (the fabric checks say why)."""
-    if plan.head_addr is None:
-        return None
+    """`link_sessions` with nothing riding along: the rendezvous test alone."""
+    return (await link_sessions(inventory, transports, plan, {}, timeout_s=timeout_s)).reachability
+
+
+async def link_sessions(
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    plan: RendezvousPlan | None,
+    riders: Mapping[str, Mapping[str, Probe[Any]]],
+    *,
+    timeout_s: float = 3.0,
+    head_up: bool = True,
+) -> LinkTest:
+    """Listen on the head's fabric address and rendezvous port; from every node with a fabric
+    address, one command that connects, bound to that address, and runs that node's `riders`
+    beside it; stop the listener. Without a listener (`plan` None, the head down or without a
+    fabric address) the riders still run, alone."""
+    out = LinkTest(reachability=None)
+    if plan is None or plan.head_addr is None or not head_up:
+        await asyncio.gather(*(_session(out, transports, n, dict(p)) for n, p in riders.items()))
+        return out
     started = time.monotonic()
     head = inventory.head
     head_addr = plan.head_addr
@@ -76,23 +111,31 @@ async def probe_reachability(
     results: dict[str, ConnectResult] = {}
     errors: dict[str, str] = {}
     first = listener.report()
-    if first.listening or first.bind_error:
-
-        async def connect(node: Node) -> None:
-            probe = connect_probe(sources[node.name], head_addr, plan.head_port, timeout_s)
-            try:
-                result = await transports[node.name].run(probe.argv, timeout_s=timeout_s + 15)
-                results[node.name] = probe.read(result)
-            except ClusterError as exc:
-                errors[node.name] = exc.line()
-
-        await asyncio.gather(*(connect(n) for n in inventory.nodes if n.name in sources))
-        if first.pid is not None and not task.done():
-            # Every connect has answered: stop the listener now rather than at its time limit
-            # (closing the SSH channel would not), so the port is free again at once.
-            listener.stopped = True
-            with contextlib.suppress(ClusterError):
-                await transports[head.name].run(["kill", str(first.pid)], timeout_s=10)
+    connecting = first.listening or first.bind_error
+    sessions: dict[str, dict[str, Probe[Any]]] = {n: dict(p) for n, p in riders.items()}
+    if connecting:
+        for name, source in sources.items():
+            probe = connect_probe(source, head_addr, plan.head_port, timeout_s)
+            sessions.setdefault(name, {})[probe.name] = probe
+    await asyncio.gather(
+        *(_session(out, transports, n, p, connect_s=timeout_s + 15) for n, p in sessions.items())
+    )
+    for name in sources if connecting else ():
+        if (value := out.riders.get(name, {}).pop(NAME_CONNECT, None)) is not None:
+            results[name] = value
+        elif (error := out.rider_errors.get(name, {}).pop(NAME_CONNECT, None)) is not None:
+            errors[name] = error
+    if connecting and len(results) == len(sources) and all(r.ok for r in results.values()):
+        # Every node got in: the listener ends by itself once it has seen them all. Waiting for
+        # its stream's end costs less than a `kill` (one more shell start-up on the head).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), 3)
+    if connecting and first.pid is not None and not task.done():
+        # Every connect has answered: stop the listener now rather than at its time limit
+        # (closing the SSH channel would not), so the port is free again at once.
+        listener.stopped = True
+        with contextlib.suppress(ClusterError):
+            await transports[head.name].run(["kill", str(first.pid)], timeout_s=10)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(task), 3)
     if not task.done():
@@ -100,7 +143,7 @@ async def probe_reachability(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    return Reachability(
+    out.reachability = Reachability(
         head=head.name,
         address=head_addr,
         port=plan.head_port,
@@ -111,3 +154,23 @@ async def probe_reachability(
         errors=errors,
         elapsed_s=round(time.monotonic() - started, 3),
     )
+    return out
+
+
+async def _session(
+    out: LinkTest,
+    transports: Mapping[str, Transport],
+    node: str,
+    probes: dict[str, Probe[Any]],
+    *,
+    connect_s: float = 0.0,
+) -> None:
+    """One command on `node` for all of `probes` (probes/batch.py; a lone probe runs as it
+    is); answers and errors into `out`, by probe name."""
+    if not probes:
+        return
+    alone = probes.keys() == {NAME_CONNECT}  # the connect's own deadline, as it always had
+    timeout_s = connect_s if alone else max(PROBE_TIMEOUT_S, connect_s)
+    values, errors = await ask_batch(transports[node], probes, timeout_s)
+    out.riders.setdefault(node, {}).update(values)
+    out.rider_errors.setdefault(node, {}).update(errors)

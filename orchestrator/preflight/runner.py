@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from orchestrator.aio import resolved
-from orchestrator.facts import (
-    FactsRequest,
-    add_peers,
-    gather_facts,
-    node_transports,
-)
+from orchestrator.facts import FactsRequest, gather_facts, node_transports, peer_target
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
 from orchestrator.models.facts import NodeFacts
@@ -22,7 +19,10 @@ from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.engine_args import EngineArgsResult, probe_engine_args
 from orchestrator.preflight.judge import judge
 from orchestrator.preflight.model import PreflightLimits, PreflightReport, PreflightResult, Runtime
-from orchestrator.preflight.reachability import probe_reachability
+from orchestrator.preflight.reachability import LinkTest, link_sessions
+from orchestrator.probes.base import Probe
+from orchestrator.probes.peers import NAME as PEERS
+from orchestrator.probes.peers import peers_probe
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
@@ -48,9 +48,9 @@ async def run_preflight(
 ) -> PreflightResult:
     """Gather facts, plan, test the rendezvous port for real, judge; write the run directory.
 
-    `peers`: ask whether nodes can SSH to each other; None (default) asks only when the image
-    chain will run (some node lacks the image). Never raises for what it finds (the report
-    carries it); the caller refuses on errors."""
+    `peers`: ask whether each node can SSH to the next in rank order (the image chain's
+    pairs); None (default) asks only when the chain will run (some node lacks the image).
+    Never raises for what it finds (the report carries it); the caller refuses on errors."""
     limits = limits or PreflightLimits()
     started = time.monotonic()
     runtime = runtime_of(inventory)
@@ -70,19 +70,27 @@ async def run_preflight(
         missing_image = any(f.image is not None and not f.image.present for f in facts)
         ask_peers = peers or (peers is None and docker and missing_image and len(facts) > 1)
         head_up = bool(facts) and facts[0].reachable
-        # Independent of each other (the plan needs no peers): both at once.
-        facts, reach = await asyncio.gather(
-            add_peers(inventory, transports, facts) if ask_peers else resolved(facts),
-            probe_reachability(inventory, transports, plan, timeout_s=limits.tcp_timeout_s)
-            if head_up
-            else resolved(None),
-        )
         try:
             launch = plan_launch(recipe, inventory, plan, run_id)
         except PlanError as exc:
             launch_error = str(exc)
-        if launch is not None and head_up:
-            engine_args = await _engine_args(recipe, launch, transports, facts[0], docker, limits)
+        # Independent of each other: the per-node sessions (the rendezvous connect and the SSH
+        # to the chain neighbour, one command per node) and the engine's parser on the head.
+        links, engine_args = await asyncio.gather(
+            link_sessions(
+                inventory,
+                transports,
+                plan,
+                chain_riders(inventory, facts) if ask_peers else {},
+                timeout_s=limits.tcp_timeout_s,
+                head_up=head_up,
+            ),
+            _engine_args(recipe, launch, transports, facts[0], docker, limits)
+            if launch is not None and head_up
+            else resolved(None),
+        )
+        facts = with_peers(facts, links) if ask_peers else facts
+        reach = links.reachability
     problems, ran = judge(
         recipe,
         inventory,
@@ -137,6 +145,40 @@ async def _engine_args(
     return await probe_engine_args(
         recipe, launch, transport, docker=docker, timeout_s=limits.engine_args_timeout_s
     )
+
+
+def chain_neighbours(inventory: Inventory) -> dict[str, str]:
+    """Who streams to whom in the image chain: each node to the next in rank order (7 pairs
+    for 8 nodes). The one SSH between nodes the boot needs; all pairs would be 56 handshakes."""
+    nodes = inventory.nodes
+    return {a.name: b.name for a, b in itertools.pairwise(nodes)}
+
+
+def chain_riders(
+    inventory: Inventory, facts: tuple[NodeFacts, ...]
+) -> dict[str, dict[str, Probe[Any]]]:
+    """The SSH to its chain neighbour, for every reachable node that has one."""
+    up = {f.node for f in facts if f.reachable}
+    return {
+        a: {PEERS: peers_probe((peer_target(inventory.node(b)),))}
+        for a, b in chain_neighbours(inventory).items()
+        if a in up
+    }
+
+
+def with_peers(facts: tuple[NodeFacts, ...], links: LinkTest) -> tuple[NodeFacts, ...]:
+    """`facts` with each node's answer about its chain neighbour (or why there is none)."""
+    out = []
+    for f in facts:
+        value = links.riders.get(f.node, {}).get(PEERS)
+        error = links.rider_errors.get(f.node, {}).get(PEERS)
+        update: dict[str, Any] = {}
+        if value is not None:
+            update["peers"] = value
+        if error is not None:
+            update["errors"] = {**f.errors, PEERS: error}
+        out.append(f.model_copy(update=update) if update else f)
+    return tuple(out)
 
 
 def write_preflight(run: Run, result: PreflightResult) -> None:

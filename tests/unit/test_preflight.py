@@ -692,6 +692,58 @@ async def test_peers_are_asked_only_when_the_image_chain_will_run(tmp_path: Path
     assert asked_peers()
 
 
+async def test_each_node_asks_only_its_chain_neighbour_in_the_same_command_as_its_connect(
+    tmp_path: Path,
+) -> None:
+    # Issue 31: 7 SSH pairs for 8 nodes (not 56), and one session per node for the connect to
+    # the head's port and that SSH. Node 6 cannot reach node 7: one peer-ssh error, on node 6.
+    inv = inventory_like_testbed(tmp_path)
+    missing = {"docker-image": FakeReply(exit_status=1, stderr="Error: No such image: x\n")}
+    sessions: dict[str, list[tuple[str, ...]]] = {}
+    transports: dict[str, FakeTransport] = {}
+    make = fake_cluster(
+        inv,
+        {
+            "ctb-node3": missing,
+            "ctb-node6": {
+                "sh-peers": FakeReply(stdout="peer root@198.18.0.17 255 Permission denied.\n")
+            },
+        },
+    )
+
+    def factory(node: Node) -> FakeTransport:
+        t = make(node)
+        execute = t._execute
+
+        async def recorded(argv: tuple[str, ...], timeout_s: Any, stdin: Any) -> Any:
+            sessions.setdefault(node.name, []).append(argv)
+            return await execute(argv, timeout_s, stdin)
+
+        t._execute = recorded  # type: ignore[method-assign]
+        transports[node.name] = t
+        return t
+
+    result = await run_preflight(small_twin(), inv, factory=factory)
+    asked = {
+        n: [c[4:] for c in t.calls if len(c) > 3 and c[3] == "peers-probe"]
+        for n, t in transports.items()
+    }
+    assert asked == {
+        f"ctb-node{k}": ([(f"root@198.18.0.{11 + k}",)] if k < 7 else []) for k in range(8)
+    }
+    for k in range(7):  # the SSH rode in the command that connected to the head's port
+        (session,) = [a for a in sessions[f"ctb-node{k}"] if len(a) > 2 and "peers-probe" in a[2]]
+        assert session[3] == "cluster-batch" and "python3" in session[2], session
+    peer = [p for p in result.report.errors if p.check == "peer-ssh"]
+    assert [(p.node, p.what) for p in peer] == [
+        (
+            "ctb-node6",
+            "ctb-node6 cannot SSH to root@198.18.0.17, the next node in the image chain: the "
+            "chain needs it",
+        )
+    ]
+
+
 async def test_a_recipe_for_nine_nodes_still_judges_every_node_but_makes_no_launch_plan(
     tmp_path: Path,
 ) -> None:

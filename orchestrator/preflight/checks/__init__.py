@@ -120,7 +120,7 @@ CHECK_TABLE: tuple[Check, ...] = (
     Check("clock", "clocks agree with the controller's", _check_clock),
     Check(
         "peer-ssh",
-        "nodes can SSH to each other (the image chain needs it)",
+        "each node can SSH to the next in rank order (the image chain streams node to node)",
         _check_peers,
         docker_only=True,
     ),

@@ -13,6 +13,7 @@ from orchestrator.preflight.model import Severity, gib
 
 if TYPE_CHECKING:
     from orchestrator.preflight.judge import _Judge
+    from orchestrator.probes.peers import PeerResult
 
 # -- the checks, one function each -----------------------------------------------------------
 
@@ -304,9 +305,13 @@ def _check_peers(j: _Judge) -> None:
             "peer-ssh",
             severity,
             node,
-            f"{node.name} cannot SSH to {len(bad)} peer(s)"
-            + (": the image chain needs it" if j.need_peer_ssh else ""),
+            f"{node.name} cannot SSH to {_targets(bad)}, the next node in the image chain"
+            + (": the chain needs it" if j.need_peer_ssh else ""),
             "; ".join(f"{p.target}: exit {p.exit_status} {p.message}".strip() for p in bad),
-            f"from {node.name}: `ssh-copy-id` each peer and accept its host key once (or run "
-            "ansible/ prepare, which distributes keys and known_hosts)",
+            f"from {node.name}: `ssh-copy-id` {_targets(bad)} and accept its host key once (or "
+            "run ansible/ prepare, which distributes keys and known_hosts)",
         )
+
+
+def _targets(results: list[PeerResult]) -> str:
+    return ", ".join(p.target for p in results)
