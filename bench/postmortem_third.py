@@ -1,0 +1,202 @@
+"""The postmortem on the third set: fresh real logs, gathered before any rule changed (issue 29).
+
+    PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--cases-dir DIR]
+
+Loads every `cases/*.yaml` of tests/fixtures/postmortem-third/ (the folder's README says what
+they are and how they were labelled), diagnoses each excerpt the way
+`cluster postmortem --logs FILE --json` does (`postmortem_logs` on the excerpt written to a
+file) and prints: total, correct, wrong, unknown, the same per tracker family and per label,
+and every wrong case (file name, label, answer).
+
+`orchestrator` is imported from `sys.path` as Python finds it, so the set can be scored with
+another checkout's code (a pristine worktree at the commit before any rule changed) by putting
+that checkout first on PYTHONPATH; the cases are always read from this file's own checkout.
+The script prints which `orchestrator` it scored.
+
+Scoring (an answer is the category, or `no-failure` where the diagnosis says nothing failed):
+- a `ready` answer on a case not labelled `ready` is always wrong;
+- label `no-failure` (nothing failed, no ready marker): right for `unknown` or `no-failure`;
+- label `unknown` (a failure whose cause the excerpt does not show): right only for `unknown`;
+- any other label: right for that category; `unknown` / `no-failure` are counted as unknown
+  (not named), any other category as wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+CASES_DIR = (
+    Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "postmortem-third" / "cases"
+)
+
+FAILURE_LABELS = (
+    "image-unpack-race",
+    "load-barrier-timeout",
+    "rendezvous-network",
+    "kv-cache-budget",
+    "unsupported-arch-kernel",
+    "config-validator-refusal",
+    "moe-runner",
+    "out-of-memory",
+    "watchdog-timeout",
+    "tokenizer-config",
+    "weights-files",
+)
+Label = Literal[
+    "image-unpack-race",
+    "load-barrier-timeout",
+    "rendezvous-network",
+    "kv-cache-budget",
+    "unsupported-arch-kernel",
+    "config-validator-refusal",
+    "moe-runner",
+    "out-of-memory",
+    "watchdog-timeout",
+    "tokenizer-config",
+    "weights-files",
+    "ready",
+    "unknown",
+    "no-failure",
+]
+Family = Literal["vllm", "sglang", "torch-nccl", "containerd-moby", "hf", "kernels", "other"]
+LABEL_ORDER = (*FAILURE_LABELS, "ready", "unknown", "no-failure")
+FAMILY_ORDER = ("vllm", "sglang", "torch-nccl", "containerd-moby", "hf", "kernels", "other")
+NOT_NAMED = ("unknown", "no-failure")
+
+
+class ThirdCase(BaseModel):
+    """One excerpt of the third set: the corpus's keys plus `family` and the `no-failure` label."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="the file's name (not a key of the file)")
+    source: str = Field(pattern=r"^https://")
+    date: date
+    date_basis: Literal["post", "log-stamp"] = "post"
+    project: str
+    engine: Literal["sglang", "vllm", "torch", "nccl", "containerd", "other"]
+    label: Label
+    why: str = Field(min_length=1)
+    family: Family
+    excerpt: str = Field(min_length=1)
+
+
+def load_cases(folder: Path) -> list[ThirdCase]:
+    cases = []
+    for path in sorted(folder.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: expected a mapping of the case keys")
+        cases.append(ThirdCase.model_validate({"name": path.name, **raw}))
+    return cases
+
+
+def answer_of(excerpt: str, folder: Path) -> str:
+    """What `cluster postmortem --logs FILE --json` says: the category, or `no-failure`."""
+    from orchestrator.postmortem import postmortem_logs
+
+    path = folder / "excerpt.log"  # no rank word in the name: the file is rank 0
+    path.write_text(excerpt if excerpt.endswith("\n") else excerpt + "\n", encoding="utf-8")
+    diagnosis = postmortem_logs([path])
+    # `outcome` exists only in checkouts that have the no-failure outcome (issue 29)
+    if getattr(diagnosis, "outcome", None) == "no-failure":
+        return "no-failure"
+    return str(diagnosis.category)
+
+
+Verdict = Literal["correct", "wrong", "unknown"]
+
+
+def verdict_of(label: str, answer: str) -> Verdict:
+    if answer == "ready" and label != "ready":
+        return "wrong"
+    if label == "no-failure":
+        return "correct" if answer in NOT_NAMED else "wrong"
+    if label == "unknown":
+        return "correct" if answer == "unknown" else ("unknown" if answer in NOT_NAMED else "wrong")
+    if answer == label:
+        return "correct"
+    return "unknown" if answer in NOT_NAMED else "wrong"
+
+
+@dataclass(frozen=True)
+class Scored:
+    case: ThirdCase
+    answer: str
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.case.label, self.answer)
+
+
+def tally(rows: list[Scored]) -> str:
+    n = Counter(r.verdict for r in rows)
+    total = len(rows)
+    share = 100 * n["correct"] / total if total else 0.0
+    return (
+        f"{n['correct']:>3}/{total:<3} correct ({share:5.1f}%), "
+        f"wrong {n['wrong']:>2}, unknown {n['unknown']:>2}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases-dir", type=Path, default=CASES_DIR)
+    args = parser.parse_args()
+    cases = load_cases(args.cases_dir)
+    if not cases:
+        print(f"{args.cases_dir}: no cases (*.yaml)", file=sys.stderr)
+        return 2
+    import orchestrator
+
+    print(f"cases: {args.cases_dir} ({len(cases)})")
+    print(f"orchestrator scored: {Path(orchestrator.__file__).resolve().parent}")
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pm-third-") as tmp:
+        rows = [Scored(c, answer_of(c.excerpt, Path(tmp))) for c in cases]
+    took = time.perf_counter() - began
+    counts = Counter(r.verdict for r in rows)
+    print(f"total: {len(rows)}")
+    print(f"correct: {counts['correct']}")
+    print(f"wrong: {counts['wrong']}")
+    print(f"unknown: {counts['unknown']}")
+    print(f"accuracy: {100 * counts['correct'] / len(rows):.1f}%")
+    ready_wrong = sum(r.answer == "ready" and r.case.label != "ready" for r in rows)
+    print(f"non-ready called ready: {ready_wrong}")
+    print("per family:")
+    for fam in FAMILY_ORDER:
+        of = [r for r in rows if r.case.family == fam]
+        if of:
+            print(f"  {fam:<16} {tally(of)}")
+    print("per label:")
+    for label in LABEL_ORDER:
+        of = [r for r in rows if r.case.label == label]
+        if of:
+            print(f"  {label:<26} {tally(of)}")
+    by_half = Counter(r.case.name[:2] for r in rows)
+    print("per half: " + ", ".join(f"{k} {v}" for k, v in sorted(by_half.items())))
+    print("wrong cases (file: label -> answer):")
+    for r in rows:
+        if r.verdict == "wrong":
+            print(f"  {r.case.name}: {r.case.label} -> {r.answer}")
+    print("unknown cases (file: label -> answer):")
+    for r in rows:
+        if r.verdict == "unknown":
+            print(f"  {r.case.name}: {r.case.label} -> {r.answer}")
+    print(f"{took / len(rows) * 1000:.1f} ms per case")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
