@@ -48,6 +48,10 @@ _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 
 Split = Literal["train", "held-out"]
 
+WRONG_TARGET = 0.01
+"""The wrong answers the threshold allows on the train split's leave-one-source-out (the
+issue's bar is 3% on held-out data: the margin is for logs unlike the corpus)."""
+
 
 class Case(BaseModel):
     """One excerpt and its label (the README's keys)."""

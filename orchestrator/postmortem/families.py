@@ -112,6 +112,17 @@ _WEIGHT_WORDS = (
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
     _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
+    # an allocator that could not allocate says so without "out of memory" (cuBLAS's workspace,
+    # the CUDA runtime's code names, the caching allocator, C++ bad_alloc, ENOMEM): issue 29
+    _f(
+        "out-of-memory",
+        "medium",
+        None,
+        r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
+        r"[Ff]ailed to allocate (?:memory|[0-9])|[Cc]annot allocate memory|std::bad_alloc|"
+        r"\bbad_alloc\b|cudaMalloc(?:Async|Host)? (?:failed|returned)|NVML_ERROR_MEMORY|\bENOMEM\b",
+        "an allocator that could not allocate",
+    ),
     # a KeyError raised by transformers' Auto mappings: the model_type (or config class) is one
     # this transformers does not know, i.e. the model is newer than the image's transformers
     _f(
@@ -141,6 +152,19 @@ FAMILIES: tuple[Family, ...] = (
         None,
         r"^(?!.*(?:[Aa]ttention|KV cache|MLA backend)).*(?:fp8e4nv|f8e4m3nv)",
         "a Triton FP8 MoE kernel below sm_90",
+    ),
+    # who refused decides: an argument/config check of the engine (its traceback ends in
+    # arg_utils.py, server_args.py or config/*.py) refusing a backend *because of* the GPU is the
+    # validator's refusal (change the flag), even when its words name the architecture; a kernel
+    # failing at run time is the architecture's (below). The message still says the GPU part.
+    _f(
+        "config-validator-refusal",
+        "medium",
+        r"^(?:ValueError|NotImplementedError|AssertionError|VLLMValidationError|TypeError)$",
+        None,
+        "the engine's argument checks (they name the GPU, but the flag is what to change)",
+        frames=r"/engine/arg_utils\.py|/server_args\.py|/vllm/config/[a-z_]+\.py|"
+        r"/vllm/config\.py|_verify_[a-z_]+|/platforms/[a-z_]+\.py",
     ),
     _f(
         "unsupported-arch-kernel",
@@ -343,12 +367,25 @@ def family_index(fam: Family) -> int:
     return next(i for i, f in enumerate(FAMILIES) if f is fam)
 
 
+# words that make what follows a guess or an example, not a statement: SGLang's barrier error
+# says "It is likely due to unexpected failures (e.g. OOM) or a slow node", which is no OOM
+_HEDGE = re.compile(
+    r"(?i)(?:\be\.g\.?|\bi\.e\.?|such as|for example|possibly|perhaps|maybe|might|may be|"
+    r"could be|likely|if you see|check (?:for|whether|if))[^.;:]{0,40}$"
+)
+
+
+def _stated(pattern: re.Pattern[str], subject: str) -> bool:
+    """`pattern` matches `subject` somewhere it is not hedged (an example, a guess)."""
+    return any(not _HEDGE.search(subject[: m.start()]) for m in pattern.finditer(subject))
+
+
 def _holds(fam: Family, raised: Raised, subject: str, frames: str) -> bool:
     if fam.cls is not None and not fam.cls.search(raised.name):
         return False
     if fam.msg is None and fam.frames is not None:  # known only by where it was raised
         return fam.frames.search(frames) is not None
-    if fam.msg is None or fam.msg.search(subject) is not None:
+    if fam.msg is None or _stated(fam.msg, subject):
         return True
     return fam.frames is not None and fam.frames.search(frames) is not None
 

@@ -1,0 +1,181 @@
+"""Issue 29: the answer's outcome, its calibrated confidence, the withheld fallback, provenance.
+
+Fakes only: short logs written to tmp_path, diagnosed through `postmortem_logs` (what
+`cluster postmortem --logs FILE` calls), and calibrations built in the test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli.main import main
+from orchestrator.postmortem import postmortem_logs
+from orchestrator.postmortem.calibration import Calibration, counts, load_calibration
+from orchestrator.postmortem.families import FAMILIES, classify, exception_of
+from orchestrator.postmortem.signatures import (
+    TRACKER_FAMILIES,
+    Signature,
+    load_signatures,
+    tracker_family,
+)
+from tests.postmortem_corpus import Provenance
+
+HEALTHY_CUT = (
+    "[2025-03-09 00:50:00 TP0] Load weight begin. avail mem=78.00 GB\n"
+    "[2025-03-09 00:51:00 TP0] Load weight end. type=Qwen3ForCausalLM, avail mem=40.00 GB\n"
+    "[2025-03-09 00:51:05 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+)
+# the module (the package's `diagnose` attribute is the function of that name)
+diagnose_mod = importlib.import_module("orchestrator.postmortem.diagnose")
+WATCHDOG = "[2025-03-09 00:57:15 TP0] Watchdog timeout (self.watchdog_timeout=300)\n"
+
+
+def _log(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rank-0.log"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_boot_cut_before_ready_is_no_failure_with_its_phase_and_last_line(
+    tmp_path: Path,
+) -> None:
+    d = postmortem_logs([_log(tmp_path, HEALTHY_CUT)])
+    assert d.category == "unknown"  # as before: the category of schema 1 readers
+    assert d.outcome == "no-failure"
+    assert d.no_failure is not None
+    assert d.no_failure.furthest_phase in ("loaded", "warming")
+    assert d.no_failure.last_line is not None
+    assert "Capture cuda graph begin" in d.no_failure.last_line.text
+    assert "No failure found; furthest phase" in d.verdict
+
+
+def test_a_named_failure_carries_its_confidence_and_what_named_it(tmp_path: Path) -> None:
+    d = postmortem_logs([_log(tmp_path, HEALTHY_CUT + WATCHDOG)])
+    assert d.category == "watchdog-timeout"
+    assert d.outcome == "failed"
+    assert d.decided_by is not None and d.decided_by.startswith("sig:")
+    assert d.confidence is not None and 0.0 < d.confidence <= 1.0
+    assert d.named_by.startswith("signature ")
+    assert "rank-0.log:4" in d.named_by
+
+
+def test_below_the_threshold_the_category_is_withheld_as_closest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    strict = Calibration(threshold=0.99, paths={}, kinds={"sig": (1, 4)})
+    monkeypatch.setattr(diagnose_mod, "load_calibration", lambda: strict)
+    d = postmortem_logs([_log(tmp_path, HEALTHY_CUT + WATCHDOG)])
+    assert d.category == "unknown"
+    assert d.closest == "watchdog-timeout"
+    assert d.outcome == "failed-unknown"  # it failed: not the no-failure outcome
+    assert d.confidence is not None and d.confidence < 0.99
+    assert d.verdict.startswith("Cause not named: the closest category is watchdog-timeout")
+
+
+def test_the_json_document_has_the_new_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _log(tmp_path, HEALTHY_CUT)
+    main(["postmortem", "--logs", str(path), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "cluster.postmortem/1"
+    assert doc["outcome"] == "no-failure"
+    assert doc["no_failure"]["furthest_phase"]
+    assert {"confidence", "closest", "decided_by", "named_by"} <= doc.keys()
+
+
+def test_confidence_is_the_paths_smoothed_precision_leaning_on_its_kind() -> None:
+    paths, kinds = counts([("sig:a", True)] * 9 + [("sig:a", False), ("sig:b", False)])
+    calib = Calibration(threshold=0.5, paths=paths, kinds=kinds)
+    assert paths["sig:a"] == (9, 10) and kinds["sig"] == (9, 11)
+    seen = calib.confidence("sig:a")
+    assert 0.8 < seen < 0.9
+    assert calib.confidence("sig:never-seen") == pytest.approx((9 + 1) / (11 + 2))
+    assert calib.confidence("sig:b") < calib.confidence("sig:never-seen")
+
+
+def test_the_shipped_calibration_loads_and_names_only_known_families() -> None:
+    calib = load_calibration()
+    assert 0.0 <= calib.threshold <= 1.0
+    assert calib.paths, "calibration.json: regenerate with bench/postmortem_corpus.py --calibrate"
+    for fams in calib.families.values():
+        assert set(fams) <= set(TRACKER_FAMILIES)
+    assert all(0 <= i < len(FAMILIES) for i in calib.families)
+
+
+def test_every_signature_of_the_corpus_files_has_a_known_provenance() -> None:
+    sigs = load_signatures()
+    with_prov = [c for c in sigs if c.sig.provenance]
+    assert len(with_prov) >= 100
+    for c in with_prov:
+        assert set(c.sig.provenance) <= set(TRACKER_FAMILIES), c.id
+
+
+def test_an_unknown_provenance_is_refused() -> None:
+    raw = {
+        "id": "x-y",
+        "title": "a title",
+        "category": "out-of-memory",
+        "engines": ["vllm"],
+        "versions": "any",
+        "patterns": [{"regex": "some words", "keyword": "some"}],
+        "meaning": "what it means here",
+        "remedy": "what to do about it",
+        "sources": ["https://github.com/vllm-project/vllm/issues/1"],
+        "fixtures": ["f"],
+        "provenance": ["vllm", "nowhere"],
+    }
+    with pytest.raises(ValueError, match="nowhere"):
+        Signature.model_validate(raw)
+
+
+def test_trackers_map_to_families() -> None:
+    assert tracker_family("vllm-project/vllm") == "vllm"
+    assert tracker_family("https://github.com/sgl-project/sglang/issues/3") == "sglang"
+    assert tracker_family("NVIDIA/nccl") == "torch-nccl"
+    assert tracker_family("moby/moby") == "containerd-moby"
+    assert tracker_family("huggingface/transformers") == "hf"
+    assert tracker_family("flashinfer-ai/flashinfer") == "kernels"
+    assert tracker_family("gpustack/gpustack") == "other"
+
+
+def test_leave_one_out_switches_off_only_the_rules_of_that_family_alone() -> None:
+    prov = Provenance(
+        signatures={"a": ("vllm",), "b": ("vllm", "sglang"), "c": ()},
+        families={0: ("sglang",), 1: ()},
+    )
+    assert prov.rules_of_only("vllm") == (frozenset({"a"}), frozenset())
+    assert prov.rules_of_only("sglang") == (frozenset(), frozenset({0}))
+
+
+def test_a_hedged_word_is_not_a_statement() -> None:
+    hedged = exception_of(
+        "ValueError: TP rank 1 could finish the model loading, but there are other ranks that "
+        "didn't finish loading. It is likely due to unexpected failures (e.g. OOM) or a slow node."
+    )
+    assert hedged is not None
+    fam = classify(hedged)
+    assert fam is None or fam.category != "out-of-memory"
+    stated = exception_of("RuntimeError: the worker hit OOM while profiling")
+    assert stated is not None
+    said = classify(stated)
+    assert said is not None and said.category == "out-of-memory"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "terminate called after throwing an instance of 'std::bad_alloc'  what():  std::bad_alloc",
+        "RuntimeError: cudaErrorMemoryAllocation: the workspace could not be created",
+    ],
+)
+def test_an_allocator_failure_without_out_of_memory_is_memory(line: str) -> None:
+    raised = exception_of(line)
+    assert raised is not None
+    fam = classify(raised)
+    assert fam is not None and fam.category == "out-of-memory"
