@@ -268,10 +268,10 @@ def merge_hits(ranks: Sequence[RankFacts], extra: Mapping[int, list[Hit]]) -> li
         )
         out.append(r.model_copy(update={"hits": tuple(hits), "counts": counts}))
     for k in sorted(set(extra) - seen):
-        counts: dict[str, int] = {}
+        only: dict[str, int] = {}
         for h in extra[k]:
-            counts[h.signature] = counts.get(h.signature, 0) + 1
-        out.append(RankFacts(rank=k, hits=tuple(extra[k]), counts=counts))
+            only[h.signature] = only.get(h.signature, 0) + 1
+        out.append(RankFacts(rank=k, hits=tuple(extra[k]), counts=only))
     return sorted(out, key=lambda r: r.rank)
 
 
