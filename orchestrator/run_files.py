@@ -18,11 +18,12 @@ from pydantic import Field
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Connection, Inventory, Node
-from orchestrator.models.recipe import Recipe
+from orchestrator.models.recipe import RECORDED_KEY, Recipe
 from orchestrator.models.run import Finding, Outcome
 from orchestrator.rendezvous import RendezvousPlan
 
 __all__ = [
+    "RECORDED",
     "SCHEMA_VERSION",
     "InventorySnapshot",
     "Plans",
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 2  # 1: the files of releases before the typed run directory (no field)
+# The recipe in a manifest is what the ranks ran, read back with this validation context.
+RECORDED = {RECORDED_KEY: True}
 
 
 class UpgradeError(ValueError):

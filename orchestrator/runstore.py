@@ -119,12 +119,14 @@ class Run:
 
     def manifest(self) -> RunManifest:
         """The typed manifest (an earlier release's shape upgraded on the way)."""
-        from orchestrator.run_files import RunManifest, UpgradeError, upgrade_manifest
+        from orchestrator.run_files import RECORDED, RunManifest, UpgradeError, upgrade_manifest
 
         if not self.manifest_path.exists():
             raise RunStoreError("the run has no manifest.json", where=str(self.dir))
         try:
-            return RunManifest.model_validate(upgrade_manifest(_read_json(self.manifest_path)))
+            return RunManifest.model_validate(
+                upgrade_manifest(_read_json(self.manifest_path)), context=RECORDED
+            )
         except (ValidationError, UpgradeError) as exc:
             raise RunStoreError(
                 f"manifest.json does not read: {_first_error(exc)}",

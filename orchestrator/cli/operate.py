@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 import time
@@ -28,7 +29,7 @@ from orchestrator.cli.output import (
 from orchestrator.cli.runs import RunOpt, pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
-from orchestrator.models.run import Outcome, RunPhase
+from orchestrator.models.run import Finding, Outcome, RunPhase
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
@@ -154,23 +155,75 @@ def supervise(
         str, typer.Argument(help="run id or run directory", autocompletion=complete_run)
     ],
     inventory: InventoryOpt = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch/--no-watch",
+            help="a run still booting: after READY, carry on as its serving watch (a serving "
+            "run is always watched)",
+        ),
+    ] = False,
+    systemd_unit: Annotated[
+        bool,
+        typer.Option(
+            "--systemd-unit",
+            help="print a systemd user unit that keeps RUN's serving watch alive across "
+            "controller reboots (docs/operating.md), and exit",
+        ),
+    ] = False,
 ) -> None:
     """Supervise a run again after its controller died: resume every rank's log where the
-    preserved copy ends, and carry on to READY or a verdict."""
+    preserved copy ends, and carry on to READY or a verdict; a serving run (READY) is watched
+    until an incident or `cluster stop` (the serving watch, docs/operating.md)."""
     r = pick_run(store_for(inventory), run)
-    # Imported here: `cluster status` shares this module and should not pay for the boot.
-    from orchestrator.boot import BootOptions, resume
-    from orchestrator.cli.boot import LiveUI, print_outcome
+    if systemd_unit:
+        from orchestrator.watch import systemd_unit as unit_text
 
-    ui = LiveUI(None)
-    result = asyncio.run(resume(r, options=BootOptions(), ui=ui))
-    result.last_view = ui.last
-    print_outcome(result)
-    if not result.ok:
-        outcome = result.verdict.outcome or Outcome.RANK_EXITED
-        err = BootFailed(f"{outcome.value}: {result.verdict.message}", where=f"run {r.id}")
-        err.exit_code = outcome.exit_code
-        raise err
+        print(unit_text(r, inventory), end="")
+        return
+    current = r.verdict()
+    if current is None or not current.outcome.serving:
+        # Imported here: `cluster status` shares this module and should not pay for the boot.
+        from orchestrator.boot import BootOptions, resume
+        from orchestrator.cli.boot import LiveUI, print_outcome
+
+        ui = LiveUI(None)
+        result = asyncio.run(resume(r, options=BootOptions(), ui=ui))
+        result.last_view = ui.last
+        print_outcome(result)
+        if not result.ok:
+            outcome = result.verdict.outcome or Outcome.RANK_EXITED
+            err = BootFailed(f"{outcome.value}: {result.verdict.message}", where=f"run {r.id}")
+            err.exit_code = outcome.exit_code
+            raise err
+        if not watch:
+            return
+    watch_serving(r)
+
+
+def watch_serving(r: Run) -> None:
+    """The serving watch in this process, until an incident (its exit code) or a stop."""
+    from orchestrator.watch import install_halt, watch_run
+
+    async def main() -> Finding | None:
+        halt = asyncio.Event()
+        install_halt(halt)
+        return await watch_run(r, halt=halt)
+
+    print(f"run {r.id}: serving watch (pid {os.getpid()}); `cluster status --run {r.id}`")
+    incident = asyncio.run(main())
+    if incident is None:
+        print(f"run {r.id}: serving watch ended (stopped)")
+        return
+    outcome = incident.outcome or Outcome.RANK_DIED
+    err = BootFailed(
+        f"{outcome.value}: {incident.message}",
+        where=f"run {r.id}",
+        hint=f"`cluster postmortem {r.id}` for the diagnosis",
+        run_dir=str(r.dir),
+    )
+    err.exit_code = outcome.exit_code
+    raise err
 
 
 def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False) -> None:

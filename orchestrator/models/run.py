@@ -64,6 +64,11 @@ class Outcome(StrEnum):
     READY_TIMEOUT = "READY_TIMEOUT"
     SMOKE_FAILED = "SMOKE_FAILED"  # READY, but the smoke request after it failed (ranks serve on)
     INTERRUPTED = "INTERRUPTED"
+    # Incidents after READY (supervisor/serving.py): the serving watch names them.
+    RANK_DIED = "RANK_DIED"  # a rank's process ended while the group served
+    WEDGED = "WEDGED"  # alive, /health 200, but no token comes out
+    MEMORY_LOW = "MEMORY_LOW"  # a node's MemAvailable under the floor
+    STOPPED = "STOPPED"  # `cluster stop` ended the run before it had a verdict of its own
 
     @property
     def exit_code(self) -> ExitCode:
@@ -72,7 +77,13 @@ class Outcome(StrEnum):
             Outcome.PREFLIGHT_REFUSED: ExitCode.PREFLIGHT_REFUSED,
             Outcome.IMAGE_FAILED: ExitCode.IMAGE_FAILED,
             Outcome.INTERRUPTED: ExitCode.INTERRUPTED,
+            Outcome.STOPPED: ExitCode.STOPPED,
         }.get(self, ExitCode.BOOT_FAILED)
+
+    @property
+    def serving(self) -> bool:
+        """The ranks serve on after this outcome (a later incident or stop may still end it)."""
+        return self in (Outcome.READY, Outcome.SMOKE_FAILED)
 
     @property
     def category(self) -> str:
@@ -84,6 +95,9 @@ class Outcome(StrEnum):
             Outcome.NODE_LOST: "rendezvous-network",
             Outcome.RENDEZVOUS_STALLED: "rendezvous-network",
             Outcome.SMOKE_FAILED: "smoke-failed",
+            Outcome.RANK_DIED: "rank-died-serving",
+            Outcome.WEDGED: "wedged-serving",
+            Outcome.MEMORY_LOW: "memory-low-serving",
         }.get(self, "unknown")
 
 

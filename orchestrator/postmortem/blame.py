@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.models.run import Outcome
 from orchestrator.postmortem.exit_rules import earliest, exit_evidence
 from orchestrator.postmortem.families import Family, Raised, classify, exception_of
 from orchestrator.postmortem.measured import SAMPLE_EVERY_S, Mark, Measured
@@ -27,12 +28,15 @@ from orchestrator.postmortem.model import PHASES, Evidence, Hit, RankFacts, RunF
 from orchestrator.postmortem.signatures import CATEGORIES, Compiled, SignatureSet
 from orchestrator.wording import clock, rank_list, short
 
-OUTCOME_CATEGORY = {
-    "BARRIER_TIMEOUT": "load-barrier-timeout",
-    "IMAGE_FAILED": "image-unpack-race",
-    "NODE_LOST": "rendezvous-network",
-    "READY": "ready",
-}
+
+def outcome_category(outcome: object) -> str:
+    """The category an outcome names: `Outcome.category` itself (a shorter copy of that table
+    once named RENDEZVOUS_STALLED and SMOKE_FAILED runs "unknown" when the verdict was rebuilt
+    from its event)."""
+    try:
+        return Outcome(str(outcome).upper()).category
+    except ValueError:
+        return "unknown"
 
 
 @dataclass
@@ -375,7 +379,7 @@ def from_supervisor(
         return None
     category = verdict.get("category")
     if not isinstance(category, str) or category not in CATEGORIES:
-        category = OUTCOME_CATEGORY.get(str(verdict.get("outcome", "")).upper(), "unknown")
+        category = outcome_category(verdict.get("outcome", ""))
     if category in ("ready", "unknown"):
         return None
     rank = verdict.get("rank")

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, RunStoreError
 from orchestrator.models.events import (
     RECORD,
     FollowInterrupted,
@@ -56,6 +56,17 @@ class Collected:
 
 
 # -- small readers ------------------------------------------------------------------------------
+
+
+def _verdict_document(run: Run, notes: list[str]) -> dict[str, Any] | None:
+    """verdict.json through its typed reader (an earlier release's shape upgraded), as the
+    plain document the blame reads; a file that does not read is a note, not a stop."""
+    try:
+        verdict = run.verdict()
+    except RunStoreError as exc:
+        notes.append(exc.line())
+        return None
+    return verdict.document() if verdict is not None else None
 
 
 def _read_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
@@ -411,7 +422,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
     notes: list[str] = []
     manifest = _read_json(run.manifest_path, notes)
     status = _read_json(run.status_path, notes)
-    verdict = _read_json(run.dir / "verdict.json", notes)
+    verdict = _verdict_document(run, notes)
     events = _read_events(run)
     if verdict is None:
         for _n, ev in events:
