@@ -4,6 +4,8 @@
     cluster postmortem RUN_ID | RUN_DIR     one run (a copied run directory works too)
     cluster postmortem --logs FILE [FILE…]  loose rank logs; the rank comes from the file name
                                             (rank-3.log, rank3, tp3) or else the order given
+        [--kernel-log RANK=FILE]            a node's `journalctl -k` / `dmesg` beside them (a
+                                            kernel log among FILEs is also told by its form)
 
 Read-only. `--json` prints the diagnosis document (docs/postmortem.md has its schema),
 `--format md` Markdown for a ticket. Problems are `ClusterError`s, printed once by `cli.main`:
@@ -50,6 +52,14 @@ def postmortem(
         bool,
         typer.Option("--logs", help="diagnose loose log files, one per rank (rank-3.log, tp3...)"),
     ] = False,
+    kernel_log: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kernel-log",
+            metavar="RANK=FILE",
+            help="with --logs: the kernel log (journalctl -k, dmesg) of the node rank RANK ran on",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     fmt: Annotated[
         Format, typer.Option("--format", help="rich for a terminal, md for a ticket, json")
@@ -73,8 +83,17 @@ def postmortem(
                 where="cluster postmortem",
                 hint="cluster postmortem --logs rank-0.log rank-1.log ...",
             )
-        diagnosis = postmortem_logs([Path(p) for p in paths])
+        from orchestrator.kernel.pasted import postmortem_logs_with_kernel
+
+        diagnosis = postmortem_logs_with_kernel([Path(p) for p in paths], kernel_log or ())
     else:
+        if kernel_log:
+            raise ConfigError(
+                "--kernel-log goes with --logs",
+                where="cluster postmortem",
+                hint="a run directory's nodes/*/kernel.log are read already; for loose files: "
+                "cluster postmortem --logs rank-0.log ... --kernel-log 0=dmesg.txt",
+            )
         if len(paths) > 1:
             raise ConfigError(
                 f"one run at a time, got {len(paths)}: {' '.join(paths)}",
