@@ -160,6 +160,14 @@ def boot_cmd(
             "name (a failure is SMOKE_FAILED; smoke.json keeps the answer)",
         ),
     ] = True,
+    serving_watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch/--no-watch",
+            help="after READY, hand over to a detached serving watch (deaths, wedges, memory; "
+            "docs/operating.md); --no-watch ends at READY",
+        ),
+    ] = True,
     resume_run: Annotated[
         str | None,
         typer.Option(
@@ -179,6 +187,7 @@ def boot_cmd(
             *(["--sim-image", sim_image] if sim_image else []),
             *(f"--sim-docker-opt={opt}" for opt in sim_docker_opt or ()),
             *([] if smoke else ["--no-smoke"]),
+            *([] if serving_watch else ["--no-watch"]),
         ]
         start_detached(
             recipe, inventory, scale, sim_fault, accept_new_host_keys, no_push, passthrough
@@ -233,6 +242,17 @@ def boot_cmd(
         print_json({**document, "run_dir": str(result.run.dir), "endpoint": result.endpoint})
     else:
         print_outcome(result, wide=wide)
+    outcome_now = result.verdict.outcome
+    if serving_watch and outcome_now is not None and outcome_now.serving:
+        from orchestrator.watch import WATCH_LOG, start_watcher
+
+        pid = start_watcher(result.run, inventory)
+        if not json_out:
+            console.print(
+                plain(f"serving watch: pid {pid}, its output {result.run.dir / WATCH_LOG}"),
+                soft_wrap=True,
+            )
+            console.print(f"follow it:  cluster status --watch --run {result.run.id}")
     if not result.ok:
         outcome = result.verdict.outcome or Outcome.RANK_EXITED
         err = BootFailed(

@@ -94,6 +94,8 @@ class _Families:
     def collect(self) -> Iterator[Metric]:
         yield from self._run()
         yield from self._ranks()
+        if self.view.serving is not None:
+            yield from self._serving()
         if self.bench is not None:
             yield from self._bench(self.bench)
 
@@ -128,6 +130,73 @@ class _Families:
             head = gauge("cluster_run_head_latency_seconds", "The head's readiness answer time")
             head.add_metric([run], v.head_latency_s)
             yield head
+
+    def _serving(self) -> Iterator[Metric]:
+        """After READY, the serving watch's figures (supervisor/serving_watch.py)."""
+        from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
+
+        sv, run = self.view.serving, self.view.run_id
+        assert sv is not None
+
+        def gauge(name: str, doc: str, value: float | None) -> Iterator[Metric]:
+            if value is not None:
+                fam = GaugeMetricFamily(name, doc, labels=["run"])
+                fam.add_metric([run], value)
+                yield fam
+
+        yield from gauge(
+            "cluster_serving_uptime_seconds", "Seconds since this attempt was READY", sv.uptime_s
+        )
+        yield from gauge(
+            "cluster_serving_ready_timestamp_seconds", "When this attempt was READY", sv.ready_at
+        )
+        canary = GaugeMetricFamily(
+            "cluster_serving_canary_latency_seconds",
+            "The canary request's latency: last, and p50/p99 over the last hour",
+            labels=["run", "stat"],
+        )
+        for stat, value in (
+            ("last", sv.canary_last_s),
+            ("p50", sv.canary_p50_s),
+            ("p99", sv.canary_p99_s),
+        ):
+            if value is not None:
+                canary.add_metric([run, stat], value)
+        yield canary
+        yield from gauge(
+            "cluster_serving_canary_failing_seconds",
+            "How long the canary has failed (absent while it answers)",
+            sv.canary_failing_s,
+        )
+        yield from gauge(
+            "cluster_serving_health_ok",
+            "1 when the head's readiness path answers 2xx",
+            None if sv.health_ok is None else float(sv.health_ok),
+        )
+        requests = GaugeMetricFamily(
+            "cluster_serving_requests",
+            "The engine's own running and waiting requests",
+            labels=["run", "state"],
+        )
+        for state, value in (("running", sv.running), ("waiting", sv.waiting)):
+            if value is not None:
+                requests.add_metric([run, state], value)
+        yield requests
+        yield from gauge(
+            "cluster_serving_generation_tokens_per_second",
+            "Output tokens per second, from the engine's generated-tokens counter",
+            sv.tokens_per_s,
+        )
+        incidents = CounterMetricFamily(
+            "cluster_serving_incidents", "Incidents after READY", labels=["run"]
+        )
+        incidents.add_metric([run], sv.incidents)
+        yield incidents
+        restarts = CounterMetricFamily(
+            "cluster_serving_restarts", "Restarts of the whole TP group", labels=["run"]
+        )
+        restarts.add_metric([run], sv.attempt)
+        yield restarts
 
     def _ranks(self) -> Iterator[Metric]:
         from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily

@@ -30,6 +30,8 @@ CORE = (
     "orchestrator.preflight.checks",
     "orchestrator.supervisor.state",
     "orchestrator.supervisor.watchers",
+    "orchestrator.supervisor.serving",
+    "orchestrator.supervisor.restart",
     "orchestrator.supervisor.view",
     "orchestrator.images.model",
     "orchestrator.images.plan",
