@@ -18,6 +18,7 @@ from orchestrator.cli.output import console, err_console, plain, print_json, sty
 from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.errors import ConfigError
 from orchestrator.images import (
+    ImageStatusReport,
     NodeAction,
     ProbeReport,
     PushEvent,
@@ -25,6 +26,7 @@ from orchestrator.images import (
     PushReport,
     Source,
     SourceKind,
+    image_status,
     probe_image,
     push_image,
 )
@@ -209,18 +211,32 @@ def _footer(report: PushReport) -> list[str]:
     return lines
 
 
+FromTarOpt = Annotated[
+    Path | None,
+    typer.Option("--from-tar", help="stream this `docker save` archive (plain or gzip)"),
+]
+FromNodeOpt = Annotated[
+    str | None,
+    typer.Option("--from-node", help="a node that holds the image (e.g. after docker pull)"),
+]
+
+
+def _source(from_tar: Path | None, from_node: str | None) -> Source:
+    if from_tar is not None and from_node is not None:
+        raise ConfigError("--from-tar and --from-node exclude each other: name one source")
+    if from_tar is not None:
+        return Source(kind=SourceKind.tar, path=from_tar)
+    if from_node is not None:
+        return Source(kind=SourceKind.node, node=from_node)
+    return Source()
+
+
 @app.command("push")
 def push(
     image: ImageArg,
     inventory: InventoryOpt = None,
-    from_tar: Annotated[
-        Path | None,
-        typer.Option("--from-tar", help="stream this `docker save` archive (plain or gzip)"),
-    ] = None,
-    from_node: Annotated[
-        str | None,
-        typer.Option("--from-node", help="a node that holds the image (e.g. after docker pull)"),
-    ] = None,
+    from_tar: FromTarOpt = None,
+    from_node: FromNodeOpt = None,
     json_out: JsonOpt = False,
     compress: Annotated[
         CompressChoice,
@@ -251,15 +267,8 @@ def push(
     ] = None,
 ) -> None:
     """Send IMAGE to every node that lacks it, node to node; verify; probe exec-readiness."""
-    if from_tar is not None and from_node is not None:
-        raise ConfigError("--from-tar and --from-node exclude each other: name one source")
     inv = open_inventory(inventory, quiet=json_out)
-    if from_tar is not None:
-        source = Source(kind=SourceKind.tar, path=from_tar)
-    elif from_node is not None:
-        source = Source(kind=SourceKind.node, node=from_node)
-    else:
-        source = Source()
+    source = _source(from_tar, from_node)
     options = PushOptions(
         compress=compress.value,
         mode=mode.value,
@@ -345,3 +354,50 @@ def probe(
             report = run(seen)
         console.print(render_probe(report))
     report.raise_for_failures()
+
+
+def render_status(report: ImageStatusReport) -> Table:
+    size = f", {_mib(report.bytes)} MiB" if report.bytes is not None else ""
+    table = Table(
+        title=f"image status {report.reference} ({report.identity}, {report.layers} layers{size},"
+        f" from {report.source})",
+        title_justify="left",
+    )
+    for col in ("rank", "node", "present", "layers missing", "MiB missing", "driver", "store"):
+        table.add_column(col, overflow="fold")
+    for r in report.nodes:
+        if not r.reachable:
+            table.add_row(str(r.rank), r.node, f"[red]{r.error}[/]", "-", "-", "-", "-")
+            continue
+        missing = "-" if r.layers_missing is None else f"{r.layers_missing} of {report.layers}"
+        if r.partial is False and not r.present:
+            missing += " (whole image)"
+        table.add_row(
+            str(r.rank),
+            r.node,
+            "yes" if r.present else "[yellow]no[/]",
+            missing,
+            _mib(r.bytes_missing),
+            r.driver or "-",
+            r.store or "-",
+        )
+    return table
+
+
+@app.command("status")
+def status(
+    image: ImageArg,
+    inventory: InventoryOpt = None,
+    from_tar: FromTarOpt = None,
+    from_node: FromNodeOpt = None,
+    json_out: JsonOpt = False,
+    connect_timeout: ConnectOpt = 10.0,
+) -> None:
+    """Per node: does it hold IMAGE, which layers does it lack (count, bytes), which store."""
+    inv = open_inventory(inventory, quiet=json_out)
+    source = _source(from_tar, from_node)
+    report = asyncio.run(image_status(inv, image, source=source, connect_timeout_s=connect_timeout))
+    if json_out:
+        print_json(report)
+    else:
+        console.print(render_status(report))

@@ -44,6 +44,7 @@ The package, by what each module owns:
 from orchestrator.images.archive import read_archive
 from orchestrator.images.context import chain_script
 from orchestrator.images.known_hosts import MAX_KNOWN_HOSTS, filter_known_hosts
+from orchestrator.images.layers import LayerPlan, NodeLayers, plan_layers
 from orchestrator.images.model import (
     Compression,
     EventSink,
@@ -84,6 +85,7 @@ from orchestrator.images.rounds import (
     parse_chain_line,
 )
 from orchestrator.images.source import resolve_source
+from orchestrator.images.status import ImageStatusReport, NodeImageStatus, image_status, status_rows
 from orchestrator.models.push import Mode
 
 __all__ = [
@@ -99,8 +101,12 @@ __all__ = [
     "EventSink",
     "HopOutcome",
     "HopStatus",
+    "ImageStatusReport",
+    "LayerPlan",
     "Mode",
     "NodeAction",
+    "NodeImageStatus",
+    "NodeLayers",
     "NodeResult",
     "NodeState",
     "ProbeReport",
@@ -122,9 +128,11 @@ __all__ = [
     "decide_compression",
     "filter_known_hosts",
     "gather_states",
+    "image_status",
     "judge_round",
     "next_round",
     "parse_chain_line",
+    "plan_layers",
     "plan_push",
     "probe_exec_ready",
     "probe_image",
@@ -132,4 +140,5 @@ __all__ = [
     "read_archive",
     "resolve_source",
     "run_bounded",
+    "status_rows",
 ]

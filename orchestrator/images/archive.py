@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def read_archive(path: Path, reference: str) -> SourceImage:
             if config_member is None:
                 raise KeyError(str(entry["Config"]))
             config_bytes = config_member.read()
+            sizes = _layer_sizes(tar, entry)
     except (OSError, tarfile.TarError, KeyError, json.JSONDecodeError) as exc:
         raise ImageError(
             f"{path} is not a readable `docker save` archive: {exc}",
@@ -63,7 +65,26 @@ def read_archive(path: Path, reference: str) -> SourceImage:
         architecture=_oci(arch),
         size_bytes=path.stat().st_size,
         layers=tuple(layers),
+        layer_sizes=sizes if sizes is not None and len(sizes) == len(layers) else None,
     )
+
+
+def _layer_sizes(tar: tarfile.TarFile, entry: dict[str, Any]) -> tuple[int, ...] | None:
+    """The size of each layer file the manifest names (a symlinked duplicate: its target's)."""
+    out = []
+    for name in entry.get("Layers") or []:
+        try:
+            m = tar.getmember(str(name))
+            for _ in range(8):  # a duplicate layer is a symlink to the first copy
+                if not m.issym():
+                    break
+                m = tar.getmember(
+                    posixpath.normpath(posixpath.join(posixpath.dirname(m.name), m.linkname))
+                )
+        except KeyError:
+            return None
+        out.append(m.size)
+    return tuple(out)
 
 
 def _oci(arch: str | None) -> str | None:

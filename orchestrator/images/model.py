@@ -61,6 +61,7 @@ class SourceImage(StrictModel):
     size_bytes: int | None = Field(default=None, description="raw stream estimate (tar bytes)")
     has_zstd: bool = Field(default=False, description="can the source side compress?")
     layers: tuple[str, ...] = Field(default=(), description="diff ids, base first")
+    layer_sizes: tuple[int, ...] | None = Field(default=None, description="bytes, base first")
 
     @property
     def platform(self) -> str | None:

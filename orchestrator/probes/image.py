@@ -372,3 +372,31 @@ def image_layers_probe(docker: DockerCli) -> Probe[HeldLayers]:
         argv=("sh", "-c", LAYERS_SCRIPT, "image-layers", *docker.base),
         parse=parse_image_layers,
     )
+
+
+HISTORY_NAME = "image_history"
+
+
+def parse_layer_sizes(stdout: str, layers: int) -> tuple[int, ...] | None:
+    """`docker history --human=false --no-trunc --format '{{.Size}}'` (newest first, one line per
+    history entry, empty ones included) -> each layer's size, base first; None when the entries
+    cannot be matched to the layers one to one."""
+    try:
+        sizes = [int(x) for x in stdout.split()][::-1]
+    except ValueError as exc:
+        raise fail(HISTORY_NAME, f"not a list of sizes: {excerpt(stdout)!r}") from exc
+    if len(sizes) == layers:
+        return tuple(sizes)
+    nonzero = [s for s in sizes if s > 0]
+    return tuple(nonzero) if len(nonzero) == layers else None
+
+
+def layer_sizes_probe(
+    reference: str, docker: DockerCli, layers: int
+) -> Probe[tuple[int, ...] | None]:
+    """Each layer's size (unpacked bytes, about what `docker save` sends of it), base first."""
+    return Probe(
+        name=HISTORY_NAME,
+        argv=docker("history", "--human=false", "--no-trunc", "--format", "{{.Size}}", reference),
+        parse=lambda stdout: parse_layer_sizes(stdout, layers),
+    )

@@ -349,6 +349,14 @@ def test_a_new_tag_sends_only_its_new_layer_and_a_node_that_cannot_load_it_gets_
     wrapper.chmod(0o755)
     env = {"DOCKER_HOST": push_image.controller_docker_host}
     inv = str(tb.inventory)
+    code, out, err, _ = cluster("image", "status", NEW, "-i", inv, "--json", env=env)
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["layers"] == 2
+    for n in status["nodes"]:
+        assert not n["present"] and n["layers_missing"] == 1 and n["partial"], n
+        assert n["driver"] == "overlay2" and n["store"] == "graphdriver"
+        assert 0 < n["bytes_missing"] <= layered.new_layer_bytes
     code, out, err, _ = cluster("image", "push", NEW, "-i", inv, "--json", env=env)
     assert code == 0, err
     report = json.loads(out)

@@ -192,3 +192,61 @@ def test_the_filter_process_wraps_its_producer_and_passes_on_its_exit_status(
     failing = [sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"]
     assert main(["--drop", _sha(b), "--", *failing]) == 3
     assert b"boom" in capfdbinary.readouterr().err
+
+
+# -- image status ------------------------------------------------------------------------------
+
+
+def test_layer_sizes_come_from_history_matched_to_the_layers():
+    from orchestrator.probes.image import parse_layer_sizes
+
+    # newest first; an empty (metadata-only) entry between the two layers
+    assert parse_layer_sizes("300\n0\n100\n", 2) == (100, 300)
+    assert parse_layer_sizes("300\n0\n100\n", 3) == (100, 0, 300)
+    assert parse_layer_sizes("300\n0\n0\n", 2) is None  # cannot tell which 0 is a layer
+
+
+def test_status_rows_say_present_missing_layers_and_bytes_per_node():
+    from orchestrator.images.model import NodeState, Source, SourceImage
+    from orchestrator.images.status import status_rows
+    from orchestrator.probes.image import ImageFacts, ImageIdentity, ImageStore
+
+    new_top = "sha256:" + "c" * 64
+    src = SourceImage(
+        source=Source(),
+        reference="img:2",
+        identity=ImageIdentity(config_digest="sha256:" + "d" * 64),
+        layers=(BASE, new_top),
+        layer_sizes=(1000, 200),
+    )
+    store = ImageStore(reachable=True, driver="overlay2", kind=GRAPH)
+    holder = ImageFacts(reference="img:2", present=True, id="sha256:" + "d" * 64)
+    states = [
+        NodeState(node="n0", rank=0, reachable=True, store=store, held=_held([BASE])),
+        NodeState(
+            node="n1",
+            rank=1,
+            reachable=True,
+            store=store,
+            image=holder,
+            held=_held([BASE, new_top]),
+        ),
+        NodeState(
+            node="n2",
+            rank=2,
+            reachable=True,
+            held=_held([BASE]),
+            store=ImageStore(reachable=True, driver="overlayfs", kind=ImageStoreKind.containerd),
+        ),
+        NodeState(node="n3", rank=3, reachable=False, error="ssh: timeout"),
+    ]
+    r = {x.node: x for x in status_rows(src, states)}
+    assert (r["n0"].present, r["n0"].layers_missing, r["n0"].bytes_missing) == (False, 1, 200)
+    assert (r["n1"].present, r["n1"].layers_missing, r["n1"].config_digest) == (
+        True,
+        0,
+        "sha256:" + "d" * 64,
+    )
+    assert r["n2"].layers_missing == 2 and r["n2"].bytes_missing == 1200
+    assert r["n2"].partial is False and "containerd" in (r["n2"].note or "")
+    assert not r["n3"].reachable and r["n3"].error == "ssh: timeout"
