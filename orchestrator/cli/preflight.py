@@ -66,18 +66,23 @@ def render_result(result: PreflightResult) -> list[Table | str]:
             tcp,
         )
     out.append(ranks)
+    skipped = [
+        f"[yellow]not checked[/]: {n.check} because {escape(n.because)}" for n in report.not_checked
+    ]
     if not report.problems:
         out.append(f"[green]ok[/]: {len(report.checks)} checks passed ({', '.join(report.checks)})")
-        return out
+        return [*out, *skipped]
     for p in report.problems:
         mark = "[bold red]error[/]  " if p.severity is Severity.error else "[yellow]warning[/]"
         where = "cluster" if p.node is None else f"rank {p.rank} {p.node}"
         out.append(f"{mark} {where}: {escape(p.what)} [dim]({p.check})[/]")
         out.append(f"         [dim]evidence:[/] {escape(p.evidence)}")
         out.append(f"         [dim]fix:[/] {escape(p.fix)}")
+    out.extend(skipped)
     out.append(
         f"{len(report.errors)} error(s), {len(report.warnings)} warning(s) in "
         f"{report.elapsed_s or 0:.1f} s"
+        + (f"; {len(skipped)} check(s) not run (listed above)" if skipped else "")
     )
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
@@ -15,6 +16,7 @@ from orchestrator.preflight.checks.engine import _check_engine_args
 from orchestrator.preflight.checks.fabric import _check_tcp
 from orchestrator.preflight.engine_args import EngineArgsResult
 from orchestrator.preflight.model import (
+    NotChecked,
     PreflightLimits,
     Problem,
     Reachability,
@@ -22,6 +24,24 @@ from orchestrator.preflight.model import (
     Severity,
 )
 from orchestrator.rendezvous import RendezvousPlan
+
+
+class Judgement(NamedTuple):
+    problems: list[Problem]
+    ran: list[str]
+    not_checked: list[NotChecked]
+
+
+# Why a Docker-only check cannot run on the built-in simulated cluster (ranks are processes).
+_PROCESS_RUNTIME = "the built-in simulated cluster runs each rank as a local process: no {what}"
+_DOCKER_SUBJECT = {
+    "docker": "Docker daemon to ask",
+    "image": "image to look for",
+    "gpu": "GPU or NVIDIA runtime to ask for",
+    "containers": "containers to look at",
+    "disk": "Docker data root to measure",
+    "peer-ssh": "image chain, so no node-to-node SSH",
+}
 
 
 @dataclass
@@ -88,8 +108,10 @@ def judge(
     need_peer_ssh: bool | None = None,
     engine_args: EngineArgsResult | None = None,
     recipe_path: Path | None = None,
-) -> tuple[list[Problem], list[str]]:
-    """Every problem of booting `recipe` on `inventory`, and the checks that ran. Pure.
+    not_asked: Mapping[str, str] | None = None,
+) -> Judgement:
+    """Every problem of booting `recipe` on `inventory`, the checks that ran, and those that
+    did not, each with why. Pure.
 
     `runtime`: "docker" (Sparks, the testbed) or "process" (the built-in simulated cluster: no
     image, GPU, container or disk checks). `image_will_be_pushed`: `cluster boot` pushes a
@@ -97,6 +119,7 @@ def judge(
     the exec-readiness verdict per node, when it was probed. `need_peer_ssh`: whether the image
     chain will run (default: when some node lacks the image and there is more than one node).
     `run_id`: the run being prepared; its own containers are not "other containers".
+    `not_asked`: why the runner has no result for `rendezvous-tcp` or `engine-args`, by name.
     """
     by_name = {f.node: f for f in facts}
     if need_peer_ssh is None:
@@ -120,8 +143,12 @@ def judge(
         ran=[],
         recipe_path=recipe_path,
     )
+    skipped: list[NotChecked] = []
     for check in CHECK_TABLE:
-        if check.docker_only and not j.docker:
+        because = _not_run(j, check.name, check.docker_only, reachability, engine_args)
+        if because is not None:
+            why = (not_asked or {}).get(check.name, because)
+            skipped.append(NotChecked(check=check.name, because=why))
             continue
         j.ran.append(check.name)
         if check.run is not None:
@@ -139,7 +166,34 @@ def judge(
             checks.index(_family(p.check)) if _family(p.check) in checks else 99,
         )
     )
-    return j.problems, j.ran
+    return Judgement(j.problems, j.ran, skipped)
+
+
+def _not_run(
+    j: _Judge,
+    name: str,
+    docker_only: bool,
+    reachability: Reachability | None,
+    engine_args: EngineArgsResult | None,
+) -> str | None:
+    """Why check `name` cannot run with what the judge was handed; None when it can."""
+    if docker_only and not j.docker:
+        return _PROCESS_RUNTIME.format(what=_DOCKER_SUBJECT.get(name, "Docker"))
+    head = j.inventory.head.name
+    head_up = head in j.facts and j.facts[head].reachable
+    if name == "rendezvous-tcp" and reachability is None:
+        if not head_up:
+            return f"the head {head} did not answer, so nothing could listen on its port"
+        return (
+            f"the head {head} has no address on {j.plan.head_iface} to listen on (see fabric-iface)"
+        )
+    if name == "engine-args" and engine_args is None:
+        return f"no launch plan to check, or the head {head} did not answer"
+    if name == "peer-ssh" and all(f.peers is None for _, f in j.reachable()):
+        if j.need_peer_ssh:
+            return "no node answered whether it can SSH to the next (see the probe problems)"
+        return "every node holds the image, so the image chain will not run and no node was asked"
+    return None
 
 
 def _family(check: str) -> str:

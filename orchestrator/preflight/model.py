@@ -80,6 +80,13 @@ class Reachability(StrictModel):
     elapsed_s: float = 0.0
 
 
+class NotChecked(StrictModel):
+    """A check that did not run, and why: a report never passes what it did not look at."""
+
+    check: str = Field(description="the check's name, as in CHECKS")
+    because: str
+
+
 class PreflightReport(StrictModel):
     """What `cluster preflight` prints and writes to `preflight.json`."""
 
@@ -88,6 +95,9 @@ class PreflightReport(StrictModel):
     nodes: int
     runtime: Runtime
     checks: tuple[str, ...] = Field(description="the checks that ran")
+    not_checked: tuple[NotChecked, ...] = Field(
+        default=(), description="the checks that did not run, each with why"
+    )
     problems: tuple[Problem, ...]
     reachability: Reachability | None = None
     elapsed_s: float | None = None

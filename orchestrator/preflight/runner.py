@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,7 +24,7 @@ from orchestrator.preflight.reachability import LinkTest, link_sessions
 from orchestrator.probes.base import Probe
 from orchestrator.probes.peers import NAME as PEERS
 from orchestrator.probes.peers import peers_probe
-from orchestrator.rendezvous import plan_rendezvous
+from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
 
@@ -64,6 +65,7 @@ async def run_preflight(
     launch: LaunchPlan | None = None
     launch_error: str | None = None
     engine_args: EngineArgsResult | None = None
+    not_asked: dict[str, str] = {}
     async with node_transports(inventory, options or ConnectOptions(), factory) as transports:
         facts = await gather_facts(inventory, transports, request, on_node)
         plan = plan_rendezvous(recipe, inventory, facts)
@@ -85,13 +87,17 @@ async def run_preflight(
                 timeout_s=limits.tcp_timeout_s,
                 head_up=head_up,
             ),
-            _engine_args(recipe, launch, transports, facts[0], docker, limits)
+            _engine_args(recipe, inventory, plan, launch, transports, facts[0], docker, limits)
             if launch is not None and head_up
             else resolved(None),
         )
+        if launch is None:
+            not_asked["engine-args"] = f"no launch plan to check: {launch_error}"
+        elif not head_up:
+            not_asked["engine-args"] = f"the head {inventory.head.name} did not answer"
         facts = with_peers(facts, links) if ask_peers else facts
         reach = links.reachability
-    problems, ran = judge(
+    judged = judge(
         recipe,
         inventory,
         facts,
@@ -104,14 +110,16 @@ async def run_preflight(
         image_ready=image_ready,
         engine_args=engine_args,
         recipe_path=recipe_path,
+        not_asked=not_asked,
     )
     report = PreflightReport(
         recipe=recipe.name,
         inventory=str(inventory.path),
         nodes=len(inventory.nodes),
         runtime=runtime,
-        checks=tuple(ran),
-        problems=tuple(problems),
+        checks=tuple(judged.ran),
+        not_checked=tuple(judged.not_checked),
+        problems=tuple(judged.problems),
         reachability=reach,
         elapsed_s=round(time.monotonic() - started, 3),
     )
@@ -125,16 +133,30 @@ async def run_preflight(
 
 async def _engine_args(
     recipe: Recipe,
+    inventory: Inventory,
+    plan: RendezvousPlan,
     launch: LaunchPlan,
     transports: Mapping[str, Transport],
     head: NodeFacts,
     docker: bool,
     limits: PreflightLimits,
 ) -> EngineArgsResult | None:
-    """The image's own parser on the head (`engine-args`), when there is one to ask."""
+    """The image's own parser on the head (`engine-args`); on the built-in simulated cluster,
+    the parser of the recipe's twin (what `cluster boot` runs there), in place."""
     transport = transports.get(head.node)
-    if transport is None or not (docker or recipe.simulated):
-        return None  # a real recipe on the process runtime: no image, no engine
+    if transport is None:
+        return None
+    if not docker and not recipe.simulated:
+        # A real recipe on the process runtime: the boot would run its twin, whose parser
+        # refuses what the recipe's engine release refuses (simulator/flag_tables.py).
+        from orchestrator.simulator.twin import make_twin
+
+        twin = make_twin(recipe, "default", python=sys.executable)
+        try:
+            launch = plan_launch(twin, inventory, plan, launch.run_id)
+        except PlanError as exc:
+            return EngineArgsResult(node=head.node, argv=[], error=f"the twin's launch: {exc}")
+        recipe = twin
     if docker and (head.image is None or not head.image.present):
         return EngineArgsResult(
             node=head.node,

@@ -27,6 +27,7 @@ from orchestrator.preflight import (
     judge,
     run_preflight,
 )
+from orchestrator.preflight.engine_args import EngineArgsResult
 from orchestrator.probes.clock import ClockSample
 from orchestrator.probes.containers import RunningContainer
 from orchestrator.probes.disk import DiskUsage, WeightsDir
@@ -80,7 +81,7 @@ def problems_of(
     recipe = recipe or sglang()
     inv = inv or spark_inventory()
     plan = plan_rendezvous(recipe, inv, facts)
-    found, _ = judge(recipe, inv, facts, plan, reachability=reach or reach_all_ok(inv), **kw)
+    found = judge(recipe, inv, facts, plan, reachability=reach or reach_all_ok(inv), **kw).problems
     return found
 
 
@@ -103,8 +104,27 @@ def test_a_healthy_eight_spark_cluster_has_no_problem_at_all() -> None:
 def test_every_check_runs_and_each_has_a_description_for_the_docs() -> None:
     inv, facts = spark_cluster()
     recipe = sglang()
-    _, ran = judge(recipe, inv, facts, plan_rendezvous(recipe, inv, facts))
-    assert ran == list(CHECKS)
+    plan = plan_rendezvous(recipe, inv, facts)
+    asked = EngineArgsResult(node="spark-0", argv=[])
+    judged = judge(recipe, inv, facts, plan, reachability=reach_all_ok(inv), engine_args=asked)
+    assert judged.ran == list(CHECKS) and judged.not_checked == []
+
+
+def test_a_check_without_its_result_is_listed_as_not_checked_with_why() -> None:
+    # Issue 31: a report never passes what it did not look at.
+    inv, facts = spark_cluster()
+    facts = [f.model_copy(update={"peers": None}) for f in facts]
+    recipe = sglang()
+    judged = judge(recipe, inv, facts, plan_rendezvous(recipe, inv, facts))
+    why = {n.check: n.because for n in judged.not_checked}
+    assert set(why) == {"rendezvous-tcp", "engine-args", "peer-ssh"}
+    assert "has no address on" in why["rendezvous-tcp"] or "did not answer" in why["rendezvous-tcp"]
+    assert "image chain will not run" in why["peer-ssh"]
+    assert not set(why) & set(judged.ran)
+    told = judge(
+        recipe, inv, facts, plan_rendezvous(recipe, inv, facts), not_asked={"engine-args": "x y"}
+    )
+    assert {n.check: n.because for n in told.not_checked}["engine-args"] == "x y"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -515,9 +535,13 @@ def test_the_simulated_cluster_skips_docker_image_gpu_and_disk_checks() -> None:
     inv, facts = spark_cluster()
     facts = FAULTS["image-missing"][0](FAULTS["docker"][0](facts))
     recipe = sglang()
-    found, ran = judge(recipe, inv, facts, plan_rendezvous(recipe, inv, facts), runtime="process")
-    assert found == []
-    assert "docker" not in ran and "image" not in ran and "fabric-iface" in ran
+    judged = judge(recipe, inv, facts, plan_rendezvous(recipe, inv, facts), runtime="process")
+    assert judged.problems == []
+    assert "docker" not in judged.ran and "image" not in judged.ran
+    assert "fabric-iface" in judged.ran
+    why = {n.check: n.because for n in judged.not_checked}
+    assert {"docker", "image", "gpu", "containers", "disk", "peer-ssh"} <= set(why)
+    assert why["docker"].startswith("the built-in simulated cluster runs each rank as a local")
 
 
 def test_limits_are_one_object_and_change_the_verdict() -> None:
