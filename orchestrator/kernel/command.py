@@ -6,7 +6,9 @@ One `sh -c SCRIPT` (fixed text; every value a positional argument, never interpo
   kernel's boot id and the node's uptime and wall clock (their difference dates dmesg lines);
 - `collect`: prints the lines since a position: `journalctl -k --after-cursor=C -o
   short-iso-precise`, else the ring buffer (`dmesg`, filtered here by time), at most MAX bytes
-  (the newest), base64-encoded so the bytes arrive exactly as the node had them.
+  (the newest), base64-encoded so the bytes arrive exactly as the node had them;
+- `recent`: the last hour the same way (`journalctl -k --since "1 hour ago"`, else the ring
+  buffer filtered here by the node's uptime), for preflight.
 
 Tests and the netns testbed point the command at a file instead (all testbed "nodes" share
 one kernel, so a per-node kernel log can only be a fixture): `CLUSTER_KERNEL_LOG=/dir/{node}.log`
@@ -44,7 +46,7 @@ printf 'now=%s\n' "$(date +%s.%N)"
 if [ -n "$file" ]; then
   if [ ! -r "$file" ]; then printf 'source=none\nerror=cannot read %s\n' "$file"; exit 0; fi
   printf 'source=file\nsize=%s\n' "$(wc -c < "$file" | tr -d ' ')"
-  if [ "$mode" = collect ]; then
+  if [ "$mode" != position ]; then
     echo ---
     tail -c +"$((offset + 1))" "$file" | tail -c "$max" | base64
   fi
@@ -57,6 +59,11 @@ if command -v journalctl >/dev/null 2>&1; then
     c=$(printf '%s\n' "$out" | sed -n 's/^-- cursor: //p' | tail -n 1)
     if [ -n "$c" ]; then printf 'source=journal\ncursor=%s\n' "$c"; exit 0; fi
     jerr=$(printf '%s\n' "$out" | tail -n 2 | tr '\n' ' ')
+  elif [ "$mode" = recent ]; then
+    printf 'source=journal\n---\n'
+    journalctl -k --since "1 hour ago" -o short-iso-precise -q --no-pager 2>/dev/null \
+      | tail -c "$max" | base64
+    exit 0
   elif [ -n "$cursor" ]; then
     printf 'source=journal\n---\n'
     journalctl -k --after-cursor="$cursor" -o short-iso-precise -q --no-pager 2>/dev/null \

@@ -72,3 +72,26 @@ class KernelWindow(StrictModel):
     )
     error: str | None = None
     hint: str | None = None
+
+
+class KernelHealth(StrictModel):
+    """What preflight asks a node about its kernel and fabric before a boot (`health.py`)."""
+
+    node: str
+    remove_ipc: tuple[tuple[str, str], ...] = Field(
+        default=(),
+        description="(value, file) of every RemoveIPC= set in logind's configuration, in the "
+        "order logind reads them: the last one wins; none set: systemd's compiled default",
+    )
+    iface: str = ""
+    speed_mbps: int | None = Field(default=None, description="negotiated (/sys/class/net/*/speed)")
+    rated_mbps: int | None = Field(
+        default=None, description="the fastest of ethtool's supported link modes"
+    )
+    recent_source: Source = "none"
+    xid: int = 0
+    aer: int = 0
+    link_down: int = 0
+    evidence: tuple[str, ...] = Field(default=(), description="the first such lines, verbatim")
+    error: str | None = None
+    hint: str | None = None

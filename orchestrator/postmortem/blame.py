@@ -17,12 +17,14 @@ Blame runs on evidence strength before time, because clocks and print order lie 
 from __future__ import annotations
 
 import statistics
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.exit_rules import earliest, exit_evidence
 from orchestrator.postmortem.families import Family, Raised, classify, exception_of
+from orchestrator.postmortem.measured import SAMPLE_EVERY_S, Mark, Measured
 from orchestrator.postmortem.measured import SAMPLE_EVERY_S, Mark, Measured
 from orchestrator.postmortem.model import PHASES, Evidence, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import CATEGORIES, Compiled, SignatureSet
@@ -631,6 +633,289 @@ def from_measured(
         confidence="medium",
         reason=f"rank {k} was {at} {waited}{projected}",
         evidence=evidence + ([r.last_line] if r.last_line else []),
+        brief=True,
+    )
+
+
+def weigh_measured(
+    root: Candidate | None, measured: Candidate | None, ranks: Sequence[RankFacts]
+) -> Candidate | None:
+    """The logs' answer weighed against the measurements'. Agreement makes it high confidence;
+    a cause the rank printed itself (not a timeout) keeps the blame when they disagree; else the
+    measurements win, and the reason says what the logs alone would have blamed."""
+    if measured is None:
+        return root
+    if root is None:
+        return measured
+    if root.rank == measured.rank:
+        root.confidence = "high"
+        if root.strength < 3 or root.category in _TIMEOUT_CATEGORIES:
+            root.category = measured.category if root.strength < 2 else root.category
+            root.title = measured.title
+            root.brief = True
+        root.reason = f"{root.reason}; measured: {measured.reason}"
+        root.evidence.extend(e for e in measured.evidence if e not in root.evidence)
+        return root
+    if root.strength == 3 and root.category not in _TIMEOUT_CATEGORIES:
+        root.confidence = "medium" if root.confidence == "high" else "low"
+        root.reason = (
+            f"{root.reason}; the supervisor's measurements point at rank {measured.rank} "
+            f"instead ({measured.reason})"
+        )
+        return root
+    # The logs agree in substance when they show the rank behind too (no `Load weight end`
+    # while the others printed theirs), or silent.
+    facts = next((r for r in ranks if r.rank == measured.rank), None)
+    others = [r for r in ranks if r.rank != measured.rank]
+    behind_in_logs = (
+        facts is not None
+        and "load_end" not in facts.markers
+        and sum("load_end" in r.markers for r in others) * 2 >= len(others)
+    )
+    measured.confidence = "high" if behind_in_logs else "medium"
+    printed = f"rank {root.rank} ({root.title})"
+    measured.reason = (
+        f"{measured.reason}; by the logs alone {printed} would be blamed: it printed first, "
+        "as a consequence"
+    )
+    return measured
+
+
+# -- what the supervisor measured ------------------------------------------------------------------
+
+LATE_START_S = 5.0
+"""A rank that started this much after the others' median start started late (the launch waves
+of a healthy boot start the head ~1-2 s before the rest)."""
+_SLOW_RATE = 0.5  # a rank reading at under half the others' median rate read slowly
+_LOAD_WATCHERS = ("barrier", "vllm-ready", "stall", "page-cache")
+_TIMEOUT_CATEGORIES = ("watchdog-timeout", "rendezvous-network", "load-barrier-timeout", "unknown")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.0f} MB" if n >= 1e7 else f"{n / 1e6:.1f} MB"
+
+
+def _failed_at(r: RankFacts, own: Sequence[Hit]) -> float | None:
+    """When a rank's failure showed: its first failure line or exit state, else its exit."""
+    first = earliest(h.evidence.ts for h in own)
+    if first is None and r.exit is not None and r.exit.exited:
+        first = r.exit.finished_at
+    return first
+
+
+def _mark(m: Mark, rank: int) -> Evidence:
+    return Evidence(file=m.file, line=m.line, text=m.text, ts=m.ts, rank=rank)
+
+
+def _reading(measured: Measured, rank: int, ts: float) -> Evidence | None:
+    m = measured.of(rank)
+    reading = m.reading_at(ts) if m is not None else None
+    if m is None or reading is None:
+        return None
+    share = f" of {_mb(measured.expected_bytes)}" if measured.expected_bytes else ""
+    return Evidence(
+        file=m.samples_file,
+        line=reading.line,
+        text=f"sample: rank {rank}'s processes had read {_mb(reading.bytes_read)}{share}",
+        ts=reading.ts,
+        rank=rank,
+    )
+
+
+def from_measured(
+    measured: Measured | None,
+    ranks: Sequence[RankFacts],
+    hits: Mapping[int, list[Hit]],
+    failed: set[int],
+    verdict: Mapping[str, object] | None = None,
+) -> Candidate | None:
+    """The rank the supervisor's measurements put first: a node that went silent before the
+    others failed, a rank that started late, or a rank still reading its weights when the others
+    (having loaded) failed waiting. None when the measurements single out no rank."""
+    if measured is None or len(ranks) < 2:
+        return None
+    fail_at = {r.rank: _failed_at(r, hits[r.rank]) for r in ranks if r.rank in failed}
+
+    def others_failed(k: int) -> tuple[list[int], float | None]:
+        who = sorted(x for x in fail_at if x != k)
+        return who, earliest(fail_at[x] for x in who)
+
+    # A node that went silent: the supervisor lost it, or its samples stopped while the others'
+    # went on. Before the others failed (or with nobody else failing: the boot ended on it).
+    last_seen = {m.rank: m.last_sample.ts for m in measured.ranks if m.last_sample is not None}
+    newest = max(last_seen.values(), default=None)
+    silent: list[tuple[float, int, Evidence]] = []
+    for lm in measured.ranks:
+        seen = last_seen.get(lm.rank)
+        if lm.lost is not None:
+            since = min(lm.lost.ts, seen + SAMPLE_EVERY_S) if seen is not None else lm.lost.ts
+            silent.append((since, lm.rank, _mark(lm.lost, lm.rank)))
+        elif seen is not None and newest is not None and newest - seen > 3 * SAMPLE_EVERY_S:
+            gone = lm.last_sample
+            assert gone is not None
+            text = (
+                f"sample: rank {lm.rank}'s node answered its last sample; the others' were "
+                f"sampled for {newest - seen:.0f} s more"
+            )
+            ev = Evidence(file=lm.samples_file, line=gone.line, text=text, ts=seen, rank=lm.rank)
+            silent.append((seen + SAMPLE_EVERY_S, lm.rank, ev))
+    for since, k, ev in sorted(silent):
+        who, began = others_failed(k)
+        if began is not None and since > began + SAMPLE_EVERY_S:
+            continue  # it went silent after the others had failed: part of the cascade
+        seen = last_seen.get(k)
+        said = f"its last sample was at {clock(seen)}" if seen is not None else "it never answered"
+        waited = (
+            f"; ranks {rank_list(who)} failed after it, from {clock(began)}"
+            if began is not None
+            else "; the boot ended on it"
+        )
+        return Candidate(
+            rank=k,
+            strength=3,
+            ts=since,
+            category="rendezvous-network",
+            signature=None,
+            title=f"its node went silent at {clock(since)} ({said}; network: the link or the "
+            f"node itself){waited}",
+            confidence="medium",
+            reason=f"the supervisor lost rank {k}'s node ({short(ev.text, 200)}){waited}",
+            evidence=[ev],
+            brief=True,
+        )
+
+    # Still loading when the others failed: by its log's milestones and its samples.
+    def loaded_by(r: RankFacts, ts: float) -> bool:
+        end = r.markers.get("load_end")
+        if end is not None:
+            return end.ts is None or end.ts <= ts
+        return PHASES.index(r.phase) >= PHASES.index("loaded") and r.rank in fail_at
+
+    behind: list[tuple[int, float, int, RankFacts, float, list[int]]] = []
+    for r in ranks:
+        who, began = others_failed(r.rank)
+        if began is None or (r.rank in fail_at and (fail_at[r.rank] or began) < began):
+            continue  # nobody else failed, or it failed before them (its own words say why)
+        if loaded_by(r, began):
+            continue
+        m = measured.of(r.rank)
+        warned = [
+            w for w in (m.warnings if m else ()) if w.watcher in _LOAD_WATCHERS and w.ts <= began
+        ]
+        others = [x for x in ranks if x.rank != r.rank]
+        ahead = [x for x in others if loaded_by(x, began)]
+        late = measured.late_start(r.rank)
+        fraction = measured.fraction_at(r.rank, began)
+        if late is not None and late >= LATE_START_S:
+            pass  # it started late: behind from the start
+        elif warned:
+            pass  # the supervisor projected it would be late, before the others failed
+        elif fraction is None or fraction >= 1.0 or 2 * len(ahead) < len(others):
+            continue  # no measurement of its own puts it behind (the logs alone decide)
+        behind.append(
+            (0 if warned else 1, fraction if fraction is not None else 2.0, r.rank, r, began, who)
+        )
+    if not behind:
+        return _late_without_failure(measured, ranks, failed, verdict)
+    _, _, k, r, began, who = min(behind, key=lambda b: b[:3])
+    m = measured.of(k)
+    evidence: list[Evidence] = []
+    fraction = measured.fraction_at(k, began)
+    where = _reading(measured, k, began)
+    if fraction is not None and where is not None:
+        at = f"at {fraction:.0%} of its weights"
+        evidence.append(where)
+    else:
+        at = f"still {r.phase}"
+    rate = m.rate_before(began) if m is not None else None
+    rates = [
+        x
+        for o in measured.ranks
+        if o.rank != k and (x := o.rate_before(began, window_s=600.0)) is not None and x > 0
+    ]
+    typical = statistics.median(rates) if rates else None
+    slow = rate is not None and typical is not None and rate < _SLOW_RATE * typical
+    late = measured.late_start(k)
+    warned = [w for w in (m.warnings if m else ()) if w.watcher in _LOAD_WATCHERS and w.ts <= began]
+    evidence.extend(_mark(w, k) for w in warned[:1])
+    waited = f"when ranks {rank_list(who)} failed waiting, from {clock(began)}"
+    if late is not None and late >= LATE_START_S and m is not None and m.started is not None:
+        evidence.insert(0, _mark(m.started, k))
+        loading = any("load_begin" in x.markers for x in ranks if x.rank != k)
+        title = (
+            f"it started {late:.0f} s after the others ({clock(m.started.ts)}) and was {at} "
+            f"{waited}"
+        )
+        category = "load-barrier-timeout" if loading else "rendezvous-network"
+    else:
+        if slow and rate is not None and typical is not None:
+            why = (
+                f"slow reads, {_mb(rate)}/s against the others' {_mb(typical)}/s: its node's "
+                "disk or page cache"
+            )
+        elif rate is not None and rate <= 0:
+            why = "its reads had stopped: its node's disk or mount"
+        else:
+            why = "its weights loaded too slowly: its node's disk or page cache"
+        title = f"it was {at} {waited} ({why})"
+        category = "load-barrier-timeout"
+    projected = (
+        f"; the supervisor had warned at {clock(warned[0].ts)}: {short(warned[0].text, 160)}"
+        if warned
+        else ""
+    )
+    return Candidate(
+        rank=k,
+        strength=2,
+        ts=began,
+        category=category,
+        signature=None,
+        title=title,
+        confidence="medium",
+        reason=f"rank {k} was {at} {waited}{projected}",
+        evidence=evidence + ([r.last_line] if r.last_line else []),
+        brief=True,
+    )
+
+
+def _late_without_failure(
+    measured: Measured,
+    ranks: Sequence[RankFacts],
+    failed: set[int],
+    verdict: Mapping[str, object] | None,
+) -> Candidate | None:
+    """No rank failed, yet the boot ended on a deadline (the supervisor's ready or rendezvous
+    timeout) after some rank started late: the others waited for it (torch's init holds every
+    rank until the last joins), so the late start spent the boot's time."""
+    outcome = str((verdict or {}).get("outcome") or "").upper()
+    if failed or not outcome or outcome in ("READY", "SMOKE_FAILED", "INTERRUPTED", "STOPPED"):
+        return None
+    late = sorted(
+        (m.started.ts, m.rank, d)
+        for m in measured.ranks
+        if m.started is not None and (d := measured.late_start(m.rank)) is not None
+        if d >= LATE_START_S
+    )
+    if not late:
+        return None
+    ts, k, delay = late[0]
+    m = measured.of(k)
+    assert m is not None and m.started is not None
+    group = [x for _, x, _ in late]
+    also = f" (ranks {rank_list(group)} all started late; rank {k} first)" if len(group) > 1 else ""
+    r = next((x for x in ranks if x.rank == k), None)
+    return Candidate(
+        rank=k,
+        strength=2,
+        ts=ts,
+        category="watchdog-timeout" if outcome == "READY_TIMEOUT" else "rendezvous-network",
+        signature=None,
+        title=f"it started {delay:.0f} s after the others ({clock(ts)}){also}; they waited for "
+        f"it to join, and the boot's deadline ran out ({outcome})",
+        confidence="medium",
+        reason=f"no rank failed; rank {k} started {delay:.0f} s after the others' median start "
+        f"and the supervisor ended the boot with {outcome}",
+        evidence=[_mark(m.started, k)] + ([r.last_line] if r is not None and r.last_line else []),
         brief=True,
     )
 

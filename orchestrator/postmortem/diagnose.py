@@ -143,7 +143,8 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             )
 
     if not ready:  # what the supervisor measured, weighed against what the ranks printed
-        root = weigh_measured(root, from_measured(run.measured, ranks, hits, failed), ranks)
+        measured = from_measured(run.measured, ranks, hits, failed, verdict)
+        root = weigh_measured(root, measured, ranks)
 
     if root is not None:
         said = [w for w in run.warnings if w.rank == root.rank]
