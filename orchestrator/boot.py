@@ -625,15 +625,19 @@ async def resume(
 
     options = options or BootOptions()
     ui = ui or QuietUI()
-    ctx = load_context(run)
-    ended = run.verdict()
-    if ended is not None and not ended.outcome.serving:
-        raise RunStoreError(
-            f"run {run.id} has ended ({ended.outcome.value}): there is nothing to supervise",
-            where=str(run.dir),
-            hint=f"`cluster postmortem {run.id}` explains it",
-        )
-    lock = run.acquire_lock("supervisor")  # refused while the run's owner lives
+    lock = run.acquire_lock("supervisor")  # first: refused while the run's owner lives
+    try:
+        ctx = load_context(run)
+        ended = run.verdict()
+        if ended is not None and not ended.outcome.serving:
+            raise RunStoreError(
+                f"run {run.id} has ended ({ended.outcome.value}): there is nothing to supervise",
+                where=str(run.dir),
+                hint=f"`cluster postmortem {run.id}` explains it",
+            )
+    except BaseException:
+        lock.release()
+        raise
     latch = StopLatch()
     try:
         async with lock.held(on_stop=latch):
