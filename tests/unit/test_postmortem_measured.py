@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from orchestrator.models.base import StrictModel
 from orchestrator.models.events import RECORD, WatcherWarning
 from orchestrator.models.run import NodeBack, NodeLost, RankStarted
 from orchestrator.postmortem import postmortem_logs, postmortem_run
 from orchestrator.postmortem.blame import Candidate, from_measured, weigh_measured
 from orchestrator.postmortem.collect import rank_logs
 from orchestrator.postmortem.measured import Measured, SampleRow, measured_from
-from orchestrator.postmortem.model import Evidence, Hit, RankFacts
+from orchestrator.postmortem.model import Diagnosis, Evidence, Hit, RankFacts
 from orchestrator.runstore import RunStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "postmortem" / "measured"
@@ -35,7 +37,7 @@ STRAGGLERS = {
 }
 
 
-def diagnose_dir(path: Path):
+def diagnose_dir(path: Path) -> Diagnosis:
     return postmortem_run(RunStore(path.parent).open(path), workers=1)
 
 
@@ -158,13 +160,13 @@ def samples(
 
 
 def measured(
-    events: list, per_rank: dict[int, list[tuple[int, SampleRow]]], ranks: int = 4
+    events: Sequence[StrictModel], per_rank: dict[int, list[tuple[int, SampleRow]]], ranks: int = 4
 ) -> Measured:
     numbered = [(n, RECORD.validate_python(e.model_dump())) for n, e in enumerate(events, 1)]
     return measured_from(numbered, per_rank, ranks=range(ranks), expected_bytes=100 * MB)
 
 
-def started(offsets: dict[int, float]) -> list:
+def started(offsets: dict[int, float]) -> list[StrictModel]:
     return [RankStarted(ts=T0 + dt, rank=k, container=f"c{k}") for k, dt in offsets.items()]
 
 
@@ -189,7 +191,9 @@ def test_a_node_lost_before_the_others_failed_is_blamed_on_the_network(k: int) -
     assert any(e.file == "events.jsonl" and "node_lost" in e.text for e in got.evidence)
 
 
-def test_a_node_back_after_a_loss_is_not_blamed_and_a_loss_after_the_cascade_is_not_the_cause():
+def test_a_node_back_after_a_loss_is_not_blamed_and_a_loss_after_the_cascade_is_not_the_cause() -> (
+    None
+):
     per = {x: samples(10 * MB) for x in range(4)}
     events = [*started(dict.fromkeys(range(4), 0.0))]
     events += [NodeLost(ts=T0 + 5, rank=1, reason="x"), NodeBack(ts=T0 + 7, rank=1)]
