@@ -15,6 +15,10 @@ from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DEPTHS,
+    DEFAULT_REQUESTS_PER_CLIENT,
+    SWEEP_CONCURRENCY,
+    SWEEP_DEPTHS,
+    SWEEP_REQUESTS_PER_CLIENT,
     BenchConfig,
     LevelResult,
     SmokeResult,
@@ -50,15 +54,41 @@ def bench(
         int, typer.Option("--output-tokens", "--tg", help="output tokens per request")
     ] = 128,
     depths: Annotated[
-        str, typer.Option("--depths", help="context depths in tokens, comma-separated")
-    ] = _join(DEFAULT_DEPTHS),
+        str | None,
+        typer.Option(
+            "--depths",
+            help=f"context depths in tokens, comma-separated [default: {_join(DEFAULT_DEPTHS)}; "
+            f"--sweep: {_join(SWEEP_DEPTHS)}]",
+            show_default=False,
+        ),
+    ] = None,
     concurrency: Annotated[
-        str, typer.Option("--concurrency", help="concurrency levels, comma-separated")
-    ] = _join(DEFAULT_CONCURRENCY),
+        str | None,
+        typer.Option(
+            "--concurrency",
+            help=f"concurrency levels, comma-separated [default: {_join(DEFAULT_CONCURRENCY)}; "
+            f"--sweep: {_join(SWEEP_CONCURRENCY)}]",
+            show_default=False,
+        ),
+    ] = None,
     requests: Annotated[
-        int,
-        typer.Option("--requests-per-client", help="a level sends concurrency x this many"),
-    ] = 4,
+        int | None,
+        typer.Option(
+            "--requests-per-client",
+            help="a level sends concurrency x this many [default: "
+            f"{DEFAULT_REQUESTS_PER_CLIENT}; --sweep: {SWEEP_REQUESTS_PER_CLIENT}]",
+            show_default=False,
+        ),
+    ] = None,
+    sweep: Annotated[
+        bool,
+        typer.Option(
+            "--sweep",
+            help=f"the seed-style sweep: depths {_join(SWEEP_DEPTHS)} x concurrency "
+            f"{_join(SWEEP_CONCURRENCY)}, {SWEEP_REQUESTS_PER_CLIENT} requests per client "
+            "(minutes; the flags above still override it)",
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option("--seed", help="the prompts' seed")] = 42,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one request may take")] = 300,
     smoke_only: Annotated[
@@ -86,12 +116,17 @@ def bench(
     from orchestrator.serving_bench.session import bench_run
 
     try:
+        grid = (
+            (SWEEP_DEPTHS, SWEEP_CONCURRENCY, SWEEP_REQUESTS_PER_CLIENT)
+            if sweep
+            else (DEFAULT_DEPTHS, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS_PER_CLIENT)
+        )
         cfg = BenchConfig(
             prompt_len=prompt_tokens,
             output_len=output_tokens,
-            depths=_ints(depths, "--depths"),
-            concurrency=_ints(concurrency, "--concurrency"),
-            requests_per_client=requests,
+            depths=grid[0] if depths is None else _ints(depths, "--depths"),
+            concurrency=grid[1] if concurrency is None else _ints(concurrency, "--concurrency"),
+            requests_per_client=grid[2] if requests is None else requests,
             seed=seed,
             timeout_s=timeout,
         )
@@ -113,10 +148,16 @@ def bench(
             err_console.print(styled("red", "smoke failed: ", s.problem), soft_wrap=True)
 
     def on_level(lv: LevelResult) -> None:
-        errors = f", {lv.errors} errors (last: {lv.last_error})" if lv.errors else ""
+        # Each level's figures the moment it ends: the first come within seconds of the smoke.
+        err_console.print(level_line(lv), markup=False, soft_wrap=True)
+
+    if not smoke_only:
+        levels = len(cfg.depths) * len(cfg.concurrency)
         err_console.print(
-            f"depth {lv.depth} c{lv.concurrency}: {lv.output_tok_s:.1f} tok/s, "
-            f"{lv.ok}/{lv.requests} ok{errors}",
+            f"sweep: {levels} level(s), depth {_join(cfg.depths)} x concurrency "
+            f"{_join(cfg.concurrency)}, {cfg.requests_per_client} request(s) per client, "
+            f"pp {cfg.prompt_len} tg {cfg.output_len}"
+            + ("" if sweep else "; --sweep for the seed-style sweep"),
             markup=False,
             soft_wrap=True,
         )
@@ -159,6 +200,20 @@ def bench(
             where=f"run {r.id}",
             hint="the table shows each level's errors",
         )
+
+
+def level_line(lv: LevelResult) -> str:
+    """One level's figures on one line: what a person reads while the next level runs."""
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1000:.0f} ms"
+
+    errors = f", {lv.errors} errors (last: {lv.last_error})" if lv.errors else ""
+    return (
+        f"depth {lv.depth} c{lv.concurrency}: {lv.output_tok_s:.1f} tok/s, {lv.req_s:.2f} req/s, "
+        f"TTFT p50 {ms(lv.ttft.p50)}, TPOT p50 {ms(lv.tpot.p50)}, {lv.ok}/{lv.requests} ok"
+        f"{errors} ({lv.duration_s:.1f} s)"
+    )
 
 
 def _refresh_metrics(run: Run) -> None:

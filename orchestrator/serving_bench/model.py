@@ -10,8 +10,17 @@ from pydantic import Field
 
 from orchestrator.models.base import StrictModel
 
-DEFAULT_DEPTHS = (0, 4096, 8192)
-DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32)
+# The default bench answers "does it serve, and how fast" in about a minute on the built-in
+# cluster (14 requests; the twin's one prefill lane takes ~2 s per 2,048-token prompt): run
+# right after READY, its first figures come within seconds.
+DEFAULT_DEPTHS = (0,)
+DEFAULT_CONCURRENCY = (1, 2, 4)
+DEFAULT_REQUESTS_PER_CLIENT = 2
+# The seed-style sweep (`cluster bench --sweep`): three depths x six levels, 4 requests per
+# client: 756 requests, minutes on Sparks and over an hour on the built-in cluster.
+SWEEP_DEPTHS = (0, 4096, 8192)
+SWEEP_CONCURRENCY = (1, 2, 4, 8, 16, 32)
+SWEEP_REQUESTS_PER_CLIENT = 4
 
 
 class BenchConfig(StrictModel):
@@ -19,7 +28,8 @@ class BenchConfig(StrictModel):
     output_len: int = Field(128, ge=1)  # tg: tokens asked for (ignore_eos)
     depths: tuple[int, ...] = DEFAULT_DEPTHS  # tokens of context before the prompt
     concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
-    requests_per_client: int = Field(4, ge=1)  # a level sends concurrency x this many
+    # a level sends concurrency x this many
+    requests_per_client: int = Field(DEFAULT_REQUESTS_PER_CLIENT, ge=1)
     seed: int = 42
     timeout_s: float = Field(300.0, gt=0)  # one request, start to last token
 

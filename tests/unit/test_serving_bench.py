@@ -26,6 +26,7 @@ from orchestrator.serving_bench.smoke import smoke
 from orchestrator.serving_bench.stats import RequestResult, level_result, percentile
 from orchestrator.serving_bench.sweep import run_level
 from orchestrator.serving_bench.workload import context, prompt
+from orchestrator.simulator.serve import ServeRates
 from tests.unit.serving_servers import MODEL, bad_server, refused_url, sim_server
 from tests.unit.test_rendezvous import spark_cluster, spark_inventory
 
@@ -201,12 +202,67 @@ def test_bench_with_a_failing_endpoint_prints_each_levels_errors_and_exits_3(tmp
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
     assert (
-        "depth 0 c1: 0.0 tok/s, 0/1 ok, 1 errors (last: malformed stream: not JSON" in captured.err
+        "depth 0 c1: 0.0 tok/s, 0.00 req/s, TTFT p50 -, TPOT p50 -, 0/1 ok, 1 errors (last: "
+        "malformed stream: not JSON" in captured.err
     )
     assert "malformed stream" in captured.out  # the table's errors column
     assert "3 request(s) failed in 2 level(s)" in captured.err
     report = json.loads((run.dir / "bench.json").read_text())
     assert [lv["errors"] for lv in report["levels"]] == [1, 2]
+
+
+def test_the_default_bench_takes_about_a_minute_on_the_built_in_cluster(tmp_path, capsys):
+    # Issue 31: the default is 3 short levels, not the seed-style sweep (756 requests, over an
+    # hour on the twin); each level's figures print as it ends. Run against the twin's server at
+    # 20x its default rates: the levels' time x 20 is what the built-in cluster would take (the
+    # client's own overheads scaled up with it, so the estimate errs long).
+    speedup = 20
+    run = make_run(tmp_path, "READY")
+    rates = ServeRates()
+    with sim_server(prefill=rates.prefill * speedup, decode=rates.decode * speedup) as (url, _):
+        assert main(["bench", str(run.dir), "--endpoint", url, "--json"]) == 0
+    captured = capsys.readouterr()
+    report = BenchReport.model_validate_json(captured.out)
+    assert [(lv.depth, lv.concurrency) for lv in report.levels] == [(0, 1), (0, 2), (0, 4)]
+    assert (report.config.prompt_len, report.config.output_len) == (2048, 128)
+    assert sum(lv.requests for lv in report.levels) == 14 and not any(
+        lv.errors for lv in report.levels
+    )
+    at_default_rates = sum(lv.duration_s for lv in report.levels) * speedup
+    assert 25 < at_default_rates < 75, at_default_rates
+    lines = [ln for ln in captured.err.splitlines() if ln.startswith("depth 0 c")]
+    assert len(lines) == 3 and lines[0].startswith("depth 0 c1: "), captured.err
+    assert "TTFT p50 " in lines[0] and "TPOT p50 " in lines[0] and "2/2 ok" in lines[0]
+    assert "--sweep for the seed-style sweep" in captured.err
+
+
+def test_sweep_is_the_seed_style_grid_and_explicit_flags_still_win(tmp_path, monkeypatch):
+    import orchestrator.serving_bench.session as session
+
+    run = make_run(tmp_path, "READY")
+    seen: list[BenchConfig] = []
+
+    def grid_only(ctx, cfg, **_):  # what the CLI asks for is all this test looks at
+        seen.append(cfg)
+        smoke = SmokeResult(ok=True, endpoint="http://x", expected_model=MODEL)
+        return BenchReport(
+            run_id=run.id, recipe="r", endpoint="http://x", model=MODEL, started="", config=cfg,
+            smoke=smoke,
+        )  # fmt: skip
+
+    monkeypatch.setattr(session, "bench_run", grid_only)
+    for extra in (
+        [],
+        ["--sweep"],
+        ["--sweep", "--concurrency", "1,8", "--requests-per-client", "1"],
+    ):
+        assert main(["bench", str(run.dir), *extra]) == 0
+    grids = [(c.depths, c.concurrency, c.requests_per_client) for c in seen]
+    assert grids == [
+        ((0,), (1, 2, 4), 2),
+        ((0, 4096, 8192), (1, 2, 4, 8, 16, 32), 4),
+        ((0, 4096, 8192), (1, 8), 1),
+    ]
 
 
 def test_a_failed_smoke_request_is_its_own_failure_kept_with_the_answer(tmp_path, capsys):
