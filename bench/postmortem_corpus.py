@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -97,7 +98,11 @@ def main() -> int:
     folds = loso(prov)
     _, per = calibrate(folds, prov, wrong_target=WRONG_TARGET)
     print_loso(prov, folds, per)
-    print(f"start-up: cluster postmortem --logs FILE --json: {startup_s():.2f} s (median of 5)")
+    wall, cpu = startup_s()
+    print(
+        f"start-up: cluster postmortem --logs FILE --json: wall {wall:.2f} s, cpu {cpu:.2f} s "
+        "(medians of 5; target <= 0.5 s)"
+    )
     return 0
 
 
@@ -162,21 +167,26 @@ def write_provenance(prov: Provenance) -> None:
         path.write_text("".join(out), encoding="utf-8")
 
 
-def startup_s(runs: int = 5) -> float:
+def startup_s(runs: int = 5) -> tuple[float, float]:
+    """Median wall and CPU (user + system) seconds of the CLI on a one-line log: the CPU time
+    is what the machine's load does not change."""
     cluster = Path(sys.executable).with_name("cluster")
     with tempfile.TemporaryDirectory(prefix="pm-startup-") as tmp:
         log = Path(tmp) / "rank-0.log"
         log.write_text("[2025-03-09 00:57:15 TP0] Watchdog timeout (self.watchdog_timeout=300)\n")
-        times = []
+        walls, cpus = [], []
         for _ in range(runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             began = time.perf_counter()
             subprocess.run(
                 [str(cluster), "postmortem", "--logs", str(log), "--json"],
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
-            times.append(time.perf_counter() - began)
-    return statistics.median(times)
+            walls.append(time.perf_counter() - began)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ the same patterns, and the scan benchmark compares against grep on equal terms.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -405,7 +407,56 @@ def load_signature_files(paths: Iterable[Path], *, fast: bool = False) -> Signat
 def load_signatures(directory: Path | None = None) -> SignatureSet:
     """The shipped signatures (or those of `directory`), read once per process."""
     folder = directory or SIGNATURES_DIR
-    return load_signature_files(folder.glob("*.yaml"), fast=directory is None)
+    if directory is None:
+        return _shipped(sorted(folder.glob("*.yaml")))
+    return load_signature_files(folder.glob("*.yaml"), fast=False)
+
+
+def _cache_file(paths: Sequence[Path]) -> Path | None:
+    """Where the validated shipped signatures are kept between runs, named by what they were
+    made from (each file's name, size and mtime; this module's; Python's and pydantic's
+    versions), so an edited file or an upgrade is never served stale."""
+    import hashlib
+    import sys
+
+    import pydantic
+
+    try:
+        stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
+        me = Path(__file__).stat()
+    except OSError:
+        return None
+    key = repr((stats, me.st_size, me.st_mtime_ns, sys.version, pydantic.VERSION))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cluster" / f"postmortem-signatures-{digest}.pickle"
+
+
+def _shipped(paths: Sequence[Path]) -> SignatureSet:
+    """The shipped signatures: validated once, then read back from the cache (YAML parsing
+    and validation were a third of `cluster postmortem`'s start-up). The cache is only an
+    optimisation: any problem with it and the files are read as always."""
+    import pickle
+
+    cache_file = _cache_file(paths)
+    if cache_file is not None and cache_file.is_file():
+        try:
+            with cache_file.open("rb") as fh:
+                pairs = pickle.load(fh)  # noqa: S301 (our own file, named by its inputs)
+            return SignatureSet([_compile(sig, file) for sig, file in pairs])
+        except Exception:  # unreadable or another format: read the files and write it anew
+            with contextlib.suppress(OSError):
+                cache_file.unlink(missing_ok=True)
+    sigs = load_signature_files(paths, fast=True)
+    if cache_file is not None:
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps([(c.sig, c.file) for c in sigs]))
+            tmp.replace(cache_file)
+        except OSError:
+            pass
+    return sigs
 
 
 # -- grep -E ------------------------------------------------------------------------------------

@@ -86,15 +86,23 @@ def tidy_line(line: str) -> str:
         text = _AUTOLINK.sub(_unlink, text)
     if "│" in text or "┃" in text or "║" in text:
         text = _BOX.sub("", text)
-    for prefix in (_QUOTE, _COMPOSE, _RAY):
-        text = prefix.sub("", text, count=1)
+    # each prefix only where it can be (a literal test first: most lines of a big paste have
+    # none of them, and a regex call per prefix per line was most of the tidying's time)
+    if text.lstrip()[:1] == ">":
+        text = _QUOTE.sub("", text, count=1)
+    if "|" in text:
+        text = _COMPOSE.sub("", text, count=1)
+    if text[:1] == "(":
+        text = _RAY.sub("", text, count=1)
     if lead_code:
         text = text.lstrip(" \t")
     if "`" in text and (m := _BACKTICKS.match(text)):
         text = m.group(1)
-    if (m := _QUOTED.match(text)) and '"' not in m.group(1):
+    if '"' in text and (m := _QUOTED.match(text)) and '"' not in m.group(1):
         text = m.group(1)
-    return _LINE_NO.sub("", text, count=1)
+    if any(c.isdigit() for c in text[:5]):
+        text = _LINE_NO.sub("", text, count=1)
+    return text
 
 
 def _wrap_width(lines: list[str]) -> int | None:

@@ -179,3 +179,28 @@ def test_an_allocator_failure_without_out_of_memory_is_memory(line: str) -> None
     assert raised is not None
     fam = classify(raised)
     assert fam is not None and fam.category == "out-of-memory"
+
+
+def test_the_shipped_signatures_come_back_from_the_cache_and_a_change_is_never_served_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.postmortem import signatures as sig_mod
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "sigs"
+    folder.mkdir()
+    shipped = sorted(sig_mod.SIGNATURES_DIR.glob("*.yaml"))
+    for p in shipped:
+        (folder / p.name).write_bytes(p.read_bytes())
+    files = sorted(folder.glob("*.yaml"))
+    first = sig_mod._shipped(files)
+    cached = list((tmp_path / "cache" / "cluster").glob("postmortem-signatures-*.pickle"))
+    assert len(cached) == 1
+    again = sig_mod._shipped(files)
+    assert [c.id for c in again] == [c.id for c in first]
+    assert again.match_text("Watchdog timeout (self.watchdog_timeout=300)")
+    # a file edited (another size, another mtime): read anew, a second cache file
+    memory = folder / "memory.yaml"
+    memory.write_text(memory.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    sig_mod._shipped(sorted(folder.glob("*.yaml")))
+    assert len(list((tmp_path / "cache" / "cluster").glob("*.pickle"))) == 2
