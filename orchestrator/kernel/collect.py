@@ -160,12 +160,17 @@ async def collect_kernel_logs(
     *,
     deadline_s: float = COLLECT_DEADLINE_S,
     max_bytes: int = MAX_BYTES,
+    skip: Mapping[str, str] | None = None,
 ) -> dict[str, KernelWindow]:
-    """Every node's kernel window into the run; returns what each node's kernel.json says."""
+    """Every node's kernel window into the run; returns what each node's kernel.json says.
+    `skip`: nodes not to ask (node -> why: the supervisor just lost them); they keep what an
+    earlier collection wrote, and `cluster stop` reads them once they answer."""
     started = time.time()
+    skip = skip or {}
     tasks = {
         node: asyncio.ensure_future(_one(run, node, t, deadline_s, max_bytes))
         for node, t in transports.items()
+        if node not in skip
     }
     done, pending = (
         await asyncio.wait(tasks.values(), timeout=deadline_s + 1.0) if tasks else (set(), set())
@@ -173,6 +178,11 @@ async def collect_kernel_logs(
     for task in pending:
         task.cancel()
     windows: dict[str, KernelWindow] = {}
+    for node, why in skip.items():
+        old = read_window(run, node)
+        if old is not None:
+            windows[node] = old.model_copy(update={"error": f"not asked: {why}"})
+            write_window(run, windows[node])
     for node, task in tasks.items():
         if task in done and not task.cancelled() and task.exception() is None:
             windows[node] = task.result()

@@ -242,7 +242,9 @@ _IO = re.compile(
     r"|nvme (?P<dev6>nvme\d+): (?:I/O \d+ QID \d+ timeout|controller is down|Device not ready)"
 )
 _SEGV = re.compile(r"(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at ")
-_CONTAINER = re.compile(r"(?:docker[-/]|/docker/|cri-containerd-|libpod-)(?P<id>[0-9a-f]{64})")
+# a container's id in a cgroup path: docker-<id>.scope (systemd), /docker/<id> (cgroupfs),
+# cri-containerd-<id>, libpod-<id>, or under any --cgroup-parent: 64 hex digits on their own
+_CONTAINER = re.compile(r"(?<![0-9a-f])(?P<id>[0-9a-f]{64})(?![0-9a-f])")
 
 
 @dataclass(frozen=True)

@@ -174,3 +174,36 @@ def test_dmesg_lines_after_the_position_are_kept_and_a_wrapped_buffer_is_noticed
 def test_an_answer_that_does_not_decode_is_an_error_not_a_crash() -> None:
     ans = parse_answer("source=file\n---\n!!not base64!!\n")
     assert ans.body is None and ans.problem and "decode" in ans.problem
+
+
+def test_a_node_the_supervisor_just_lost_is_not_asked_and_keeps_its_position(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_FILE, str(tmp_path / "{node}.log"))
+    (tmp_path / "lost.log").write_bytes(b"")
+    run = _run(tmp_path)
+    asyncio.run(note_positions(run, {"lost": LocalTransport(_node("lost"))}))
+    windows = asyncio.run(
+        collect_kernel_logs(run, {"lost": _Silent(_node("lost"))}, skip={"lost": "ssh: timeout"})
+    )
+    assert windows["lost"].error == "not asked: ssh: timeout"
+    assert windows["lost"].position.source == "file"
+
+
+def test_the_boot_hooks_collect_nothing_without_a_position_and_never_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.kernel import hooks
+
+    run = _run(tmp_path)
+    asyncio.run(hooks.collect_for_run(run, {"a": _Silent(_node("a"))}))  # returns at once
+    assert not (run.dir / "nodes").exists()
+
+    async def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the collector")
+
+    monkeypatch.setattr(hooks, "note_positions", boom)
+    monkeypatch.setattr(hooks, "collect_kernel_logs", boom)
+    asyncio.run(hooks.note_at_boot_start(run, {"a": _Silent(_node("a"))}))
+    (run.dir / "nodes").mkdir()
+    asyncio.run(hooks.collect_for_run(run, {"a": _Silent(_node("a"))}))  # logged, not raised
