@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from orchestrator import __version__
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import (
     BootFailed,
     ClusterError,
@@ -217,7 +218,7 @@ async def _wait_port(transport: Transport, address: str, port: int, deadline_s: 
     probe = connect_probe(None, address, port, 2.0)
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        result = await transport.run(probe.argv, timeout_s=10)
+        result = await transport.run(probe.argv, timeout_s=DEADLINES.port_probe_s)
         if result.ok and probe.read(result).ok:
             return True
         await asyncio.sleep(1.0)

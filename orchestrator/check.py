@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError, HostKeyError, NodeUnreachable
 from orchestrator.facts import FactsRequest, gather_node_facts
 from orchestrator.fanout import settle_each
@@ -18,8 +19,6 @@ from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.probes.interfaces import fabric_faults
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory, transport_for
-
-PROBE_TIMEOUT_S = 15.0
 
 
 class FabricState(BaseModel):
@@ -104,7 +103,7 @@ async def check_node(inventory: Inventory, node: Node, transport: Transport) -> 
         docker=inventory.connection is Connection.ssh,
         clock=False,
         only=CHECK_FACTS,
-        timeout_s=PROBE_TIMEOUT_S,
+        timeout_s=DEADLINES.probe_s,
     )
     try:
         facts = await gather_node_facts(node, transport, request)

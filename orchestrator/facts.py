@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
 from orchestrator.fanout import settle_each
@@ -39,7 +40,7 @@ from orchestrator.weights.copy_probe import copy_probe
 
 T = TypeVar("T")
 
-PROBE_TIMEOUT_S = 20.0
+PROBE_TIMEOUT_S = DEADLINES.probe_s  # (the name other modules import)
 """Per probe. `du` over an NFS weights mount and `ssh` to seven peers are the slow ones."""
 BATCH_GRACE_S = 5.0
 """On top of the probes' own deadline, for the batch to print what they said."""

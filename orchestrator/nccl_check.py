@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from orchestrator.aio import resolved
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
 from orchestrator.facts import (
@@ -321,7 +322,7 @@ async def _start(transport: Transport, launch: RankLaunch) -> str | None:
     """None when started, else why not."""
     try:
         argv, stdin = with_secret_env(launch.docker_argv, launch.env)
-        result = await transport.run(argv, timeout_s=120, stdin=stdin)
+        result = await transport.run(argv, timeout_s=DEADLINES.nccl_start_s, stdin=stdin)
     except ClusterError as exc:
         return exc.line()
     if result.ok:
@@ -334,14 +335,16 @@ async def _wait(transport: Transport, name: str, timeout_s: float) -> tuple[bool
     try:
         result = await transport.run(docker("wait", name), timeout_s=timeout_s)
     except CommandTimeout:
-        await transport.run(docker("kill", name), timeout_s=30)
+        await transport.run(docker("kill", name), timeout_s=DEADLINES.docker_call_s)
         return False, None
     text = result.stdout.strip()
     return True, int(text) if result.ok and text.lstrip("-").isdigit() else None
 
 
 async def _logs(transport: Transport, name: str) -> list[str]:
-    result = await transport.run(DockerCli.of(transport.node).logs(name), timeout_s=60)
+    result = await transport.run(
+        DockerCli.of(transport.node).logs(name), timeout_s=DEADLINES.nccl_logs_s
+    )
     return merge_timestamped(result.stdout, result.stderr)
 
 
@@ -403,7 +406,7 @@ async def run_nccl_check(
                 *(
                     transports[x.node].run(
                         DockerCli.of(transports[x.node].node).rm(x.container, force=True),
-                        timeout_s=60,
+                        timeout_s=DEADLINES.docker_call_s,
                     )
                     for x in launches
                 ),

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, open_transports
@@ -81,7 +82,9 @@ def _stopped_at(ctx: RunContext) -> float | None:
 
 
 async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> BootView:
-    runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
+    runtime, transports = runtime_for(
+        ctx, options or ConnectOptions(connect_timeout_s=DEADLINES.operator_connect_s)
+    )
     try:
         answers = await asyncio.gather(*(_ask(runtime, s) for s in ctx.specs))
     finally:

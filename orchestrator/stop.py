@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, node_transports
@@ -102,7 +103,9 @@ async def stop_and_remove(run: Run, spec: RankSpec, runtime: Runtime) -> None:
 
 
 async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> StopReport:
-    runtime, transports = runtime_for(ctx, options or ConnectOptions(connect_timeout_s=5))
+    runtime, transports = runtime_for(
+        ctx, options or ConnectOptions(connect_timeout_s=DEADLINES.operator_connect_s)
+    )
     report = StopReport(ctx.run.id)
     # Recorded with the event: what ranks print from now on (peers vanishing as they are
     # stopped one after another) is the stop's doing, and the postmortem sets it aside.
@@ -167,7 +170,7 @@ async def _list_leftovers(
     async def one(node_name: str) -> list[Leftover]:
         result = await transports[node_name].run(
             DockerCli.of(inventory.node(node_name)).ps_labelled(LABEL_RUN),
-            timeout_s=30,
+            timeout_s=DEADLINES.docker_call_s,
             check=True,
         )
         found = []
@@ -245,7 +248,7 @@ async def find_leftovers(
         found = _process_leftovers(inventory)
     else:
         async with node_transports(
-            inventory, options or ConnectOptions(connect_timeout_s=5)
+            inventory, options or ConnectOptions(connect_timeout_s=DEADLINES.operator_connect_s)
         ) as transports:
             found = await _list_leftovers(inventory, transports, problems)
     now = datetime.now(UTC)
@@ -286,7 +289,7 @@ async def prune(
     if inventory.connection is Connection.local:
         return await _prune_processes(inventory, leftovers, store)
     async with node_transports(
-        inventory, options or ConnectOptions(connect_timeout_s=5)
+        inventory, options or ConnectOptions(connect_timeout_s=DEADLINES.operator_connect_s)
     ) as transports:
         return await _prune_with(DockerRuntime(transports), inventory, leftovers, store)
 

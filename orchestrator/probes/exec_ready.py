@@ -37,6 +37,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, tail
 from orchestrator.models.base import StrictModel
@@ -244,4 +245,6 @@ class _Fatal(Exception):
 
 async def _remove(transport: Transport, docker: DockerCli, name: str) -> None:
     with contextlib.suppress(ClusterError, TimeoutError):
-        await asyncio.wait_for(transport.run(docker.rm(name, force=True), timeout_s=30), 35)
+        rm = transport.run(docker.rm(name, force=True), timeout_s=DEADLINES.docker_call_s)
+        # The transport's own deadline, and a second more for a channel that never closes.
+        await asyncio.wait_for(rm, DEADLINES.docker_call_s + 5)

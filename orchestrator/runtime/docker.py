@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import (
     BootFailed,
@@ -89,7 +90,9 @@ class DockerRuntime:
             )
         # Secrets travel on the channel's stdin, never on the node's command line (launch.py).
         argv, stdin = with_secret_env(spec.docker_run, spec.env)
-        result = await self._run(spec, argv, timeout_s=120, stdin=stdin, label="docker run")
+        result = await self._run(
+            spec, argv, timeout_s=DEADLINES.docker_run_s, stdin=stdin, label="docker run"
+        )
         if not result.ok:
             raise BootFailed(
                 f"`docker run` failed on {spec.node.name} (exit {result.exit_status}): "
@@ -121,12 +124,16 @@ class DockerRuntime:
                 yield stream_name, [rest + b"\n"]
 
     async def full_logs(self, spec: RankSpec) -> dict[str, bytes]:
-        result = await self._run(spec, _cli(spec).logs(spec.name), timeout_s=300)
+        result = await self._run(
+            spec, _cli(spec).logs(spec.name), timeout_s=DEADLINES.docker_full_logs_s
+        )
         result.check()  # never hand back an error message as the rank's log
         return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
 
     async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
-        result = await self._run(spec, _cli(spec).logs(spec.name, tail=lines), timeout_s=30)
+        result = await self._run(
+            spec, _cli(spec).logs(spec.name, tail=lines), timeout_s=DEADLINES.docker_call_s
+        )
         result.check()
         return [
             (stream, line.encode() + b"\n")
@@ -156,7 +163,9 @@ class DockerRuntime:
         )
 
     async def inspect(self, spec: RankSpec) -> dict[str, Any]:
-        result = await self._run(spec, _cli(spec).inspect(spec.name), timeout_s=30)
+        result = await self._run(
+            spec, _cli(spec).inspect(spec.name), timeout_s=DEADLINES.docker_call_s
+        )
         result.check()
         data = json.loads(result.stdout)
         return dict(data[0]) if data else {}
@@ -192,6 +201,8 @@ class DockerRuntime:
         )
 
     async def stop(self, spec: RankSpec, *, remove: bool = False) -> None:
-        await self._run(spec, _cli(spec).stop(spec.name), timeout_s=60)
+        await self._run(spec, _cli(spec).stop(spec.name), timeout_s=DEADLINES.docker_stop_s)
         if remove:
-            await self._run(spec, _cli(spec).rm(spec.name), timeout_s=60, check=True)
+            await self._run(
+                spec, _cli(spec).rm(spec.name), timeout_s=DEADLINES.docker_call_s, check=True
+            )

@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Inventory
@@ -54,7 +55,7 @@ def probe_ready(url: str) -> float | None:
     in a thread)."""
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 — http to our head
+        with urllib.request.urlopen(url, timeout=DEADLINES.ready_probe_s) as resp:  # noqa: S310 — http to our head
             if 200 <= resp.status < 300:
                 return time.monotonic() - started
     except (urllib.error.URLError, OSError, ValueError):

@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import CommandFailed, ConfigError
 from orchestrator.models.inventory import Node
 
@@ -34,7 +35,7 @@ MAX_FANOUT = 1024
 class ConnectOptions:
     """How to reach nodes. Host keys are always verified; accepting new ones is opt-in."""
 
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = DEADLINES.connect_s
     connect_attempts: int = 3
     keepalive_interval_s: float = 15.0
     keepalive_count_max: int = 4

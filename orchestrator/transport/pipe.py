@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.models.inventory import Connection, Inventory, Node
 
 # AES-GCM first: hardware-accelerated (AES-NI, ARMv8 crypto) and several times cheaper per byte
@@ -36,7 +37,7 @@ CIPHERS = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@opens
 
 @dataclass(frozen=True)
 class PipeOptions:
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = DEADLINES.connect_s
     alive_interval_s: int = 5
     alive_count: int = 3
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import WeightsError
 from orchestrator.models.base import StrictModel
 from orchestrator.models.push import AskedNode, PushedNode, PushRound
@@ -100,7 +101,7 @@ class WeightsReport(StrictModel):
 
 @dataclass(frozen=True)
 class WeightsOptions:
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = DEADLINES.connect_s
     stall_timeout_s: float = 15.0  # a hop that moves nothing this long is dead
     max_rounds: int = 3
     headroom_bytes: int = 1 * GIB  # free space kept beyond what is sent

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError
 from orchestrator.facts import node_transports
 from orchestrator.images.nodes import run_bounded
@@ -24,7 +25,7 @@ async def weights_status(
     *,
     cache: bool = True,
     verify: bool = False,
-    connect_timeout_s: float = 10.0,
+    connect_timeout_s: float = DEADLINES.connect_s,
     factory: Callable[[Node], Transport] | None = None,
 ) -> list[Holding]:
     """Every node's holding at `dest` (rank order). `verify` re-hashes every file there."""
@@ -98,7 +99,7 @@ async def warm_nodes(
     dest: str,
     names: Sequence[str],
     *,
-    connect_timeout_s: float = 10.0,
+    connect_timeout_s: float = DEADLINES.connect_s,
     factory: Callable[[Node], Transport] | None = None,
 ) -> dict[str, str]:
     """Read the copy once on each named node; node -> what happened."""
