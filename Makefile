@@ -34,8 +34,10 @@ types: $(STAMP)
 engine-parsers: $(STAMP)
 	bash tests/engines/install-parsers.sh $(PY)
 
+# The tiers run side by side in 3 workers; what owns something machine-wide (the netns testbed,
+# the built-in cluster) stays in one worker each (tests/conftest.py: xdist groups).
 test: system-deps lint types engine-parsers
-	$(PY) -m pytest -ra -q --durations=25
+	$(PY) -m pytest -ra -q --durations=25 -n 3 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .engines

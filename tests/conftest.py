@@ -14,6 +14,39 @@ from tests.leaks import MARKER, describe, kill, left_running
 
 os.environ[MARKER] = uuid.uuid4().hex
 
+TESTS = Path(__file__).resolve().parent
+# `make test` runs the tiers side by side (pytest-xdist, `--dist loadgroup`). What owns something
+# machine-wide runs in one worker, one test at a time, as before:
+# - the netns testbed (its namespaces, bridge and daemons are one per machine);
+# - the built-in simulated cluster (127.0.0.10-17 and its ports), which tests/sim and
+#   tests/terminal boot, and which any other module reaches through its inventory or address.
+TIER_GROUPS = {"netns": "netns", "sim": "builtin-cluster", "terminal": "builtin-cluster"}
+BUILTIN_CLUSTER_WORDS = (b"builtin_simulated_inventory", b"127.0.0.10")
+
+
+def _group_of(path: Path) -> str | None:
+    try:
+        tier = path.relative_to(TESTS).parts[0]
+    except ValueError:
+        return None
+    if tier in TIER_GROUPS:
+        return TIER_GROUPS[tier]
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return None
+    return "builtin-cluster" if any(w in source for w in BUILTIN_CLUSTER_WORDS) else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups: dict[Path, str | None] = {}
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if path not in groups:
+            groups[path] = _group_of(path)
+        if groups[path] is not None:
+            item.add_marker(pytest.mark.xdist_group(groups[path]))
+
 
 @pytest.fixture(scope="module")
 def no_ranks_left_behind():
