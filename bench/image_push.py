@@ -197,15 +197,15 @@ def build_layered(tb: Testbed, work: Path, mb: int) -> dict[str, Any]:
     tops = [work / "top1" / "x", work / "top2" / "x"]
     for t in tops:
         t.mkdir(parents=True)
-    # Move ~10% of the content into each top layer, alternating files so both are alike.
-    moved, want = [0, 0], content // 10
-    for i, f in enumerate(reversed(files)):
-        k = i % 2
-        if moved[k] >= want:
-            if all(m >= want for m in moved):
-                break
+    # Move ~10% of an image's bytes into each top layer (files no larger than a twentieth of
+    # that, alternating, so both tops are alike and neither overshoots).
+    moved, want = [0, 0], content // 11  # top / (content - the other top) = 10%
+    for f in files:
+        size = f.stat().st_size
+        k = 0 if moved[0] <= moved[1] else 1
+        if size > want // 20 or moved[k] + size > want:
             continue
-        moved[k] += f.stat().st_size
+        moved[k] += size
         shutil.move(str(f), tops[k] / f.name)
     docker = [REAL_DOCKER, "-H", ctl.docker_host]
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
@@ -316,6 +316,13 @@ def main() -> None:
         f"T(push {TAG2} to 8 holding {TAG}): {t_b:.1f} s ({rep_b['layer_plan']}; round "
         f"{rnd_b['seconds']:.1f} s, {rnd_b['raw_bytes'] / 1e6:.1f} MB raw, "
         f"{rnd_b['wire_bytes'] / 1e6:.2f} MB on the wire)"
+    )
+    loads_b = sorted(n["seconds"] for n in rep_b["nodes"] if n["seconds"] is not None)
+    ready_b = [n["probe"]["seconds"] for n in rep_b["nodes"] if n.get("probe")]
+    print(
+        f"  loads done at {loads_b[0]:.1f}-{loads_b[-1]:.1f} s after its start; exec-ready "
+        f"probes {min(ready_b):.1f}-{max(ready_b):.1f} s; load average "
+        f"{os.getloadavg()[0]:.1f} at the end (the VM is shared)"
     )
     print(f"re-push {TAG2}, all 8 hold it: " + ", ".join(f"{x:.2f} s" for x in again))
     lo, hi = sizes["layer_z9"], sizes["layer_z1"]

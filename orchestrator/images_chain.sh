@@ -238,7 +238,7 @@ if [ "$mode" = source ]; then
         report_progress sending "$cnt_pid" "$raw_pid" &
         rep_pid=$!
         { payload_out 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
-            $TEE "$d/raw" | zstd --adapt=min=1,max=9 -T0 -q -c | $TEE "$d/cnt" |
+            $TEE "$d/raw" | zstd -1 -T0 -q -c | $TEE "$d/cnt" |
             hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
         hop_rc=$?
         wait "$raw_pid" 2>/dev/null

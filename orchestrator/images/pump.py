@@ -18,11 +18,10 @@ from orchestrator.transport.pipe import Pipe
 
 CHUNK = 1 << 20
 PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ for the controller's own pipes
-# zstd picks its level from the pipe it writes to: level 1 while the link keeps up (a fast link,
-# the CPU is the bottleneck), up to 9 while the next hop is slow (measured on shared libraries:
-# 2.95x at -1, 3.46x at -3, 3.94x at -9; each level is decompressed at the same speed). The
-# source compresses once for the whole chain, so a slow link buys a smaller stream for all.
-ZSTD_LEVEL = ("--adapt=min=1,max=9",)
+# zstd -1: the cheapest level. `--adapt` (a higher level while the next hop is slow) was tried
+# and lost: on a CPU-bound chain the next hop is slow *because* its CPU is busy, and a higher
+# level takes more of it (issue 30's bench: 0.80x with --adapt under a load of 15 on 2 cores).
+ZSTD_LEVEL = ("-1",)
 
 
 class _Progress:
