@@ -68,13 +68,18 @@ def extend_tail(tail: tuple[str, ...], lines: Sequence[str], n: int) -> tuple[st
     A follower hands on ~100 lines at a time at serving volume; the tail keeps `n`. Walking back
     from the end, a run of frames counts as one entry; the fold starts where `n` entries begin
     (or from `tail` itself when the batch has fewer)."""
-    i, entries = len(lines), 0
+    i, entries, frames = len(lines), 0, False
     while i > 0 and entries < n:
         i -= 1
         if is_frame(lines[i]):
+            frames = True
             while i > 0 and is_frame(lines[i - 1]):
                 i -= 1
         entries += 1
+    if not frames and n > 0:
+        # No frame to fold (nearly every batch): the tail is a slice, not n tuples built one
+        # line at a time. A line that is not a frame never merges with what came before it.
+        return (*tail, *lines)[-n:] if i == 0 else tuple(lines[i:])
     out = tail if i == 0 else ()
     for line in lines[i:]:
         out = append_line(out, line, n)

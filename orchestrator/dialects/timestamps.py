@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 # -- the docker prefix, as text (the supervisor's per-line path) ---------------------------------
 
 DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
-_DOCKER_TS_LINES = re.compile(DOCKER_TS.pattern, re.MULTILINE)
+# The same stamp after a newline: a pattern that starts with a literal lets `re` jump from one
+# newline to the next, where `^` under MULTILINE tests every position (2x the batch's cost).
+_DOCKER_TS_AFTER_NL = re.compile("\n" + DOCKER_TS.pattern[1:])
 
 
 def strip_timestamp(line: str) -> tuple[str | None, str]:
@@ -33,7 +35,7 @@ def strip_timestamp(line: str) -> tuple[str | None, str]:
 
 def strip_timestamps(lines: str) -> str:
     """`strip_timestamp` on every line of a \\n-joined batch, in one pass."""
-    return _DOCKER_TS_LINES.sub("", lines)
+    return _DOCKER_TS_AFTER_NL.sub("\n", "\n" + lines)[1:]
 
 
 # -- RFC 3339 as integer nanoseconds (ordering lines across ranks) -------------------------------

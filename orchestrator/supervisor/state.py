@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from orchestrator.dialects.base import PHASE_OF
-from orchestrator.dialects.reader import Milestone, may_mark, parse_line
+from orchestrator.dialects.reader import Milestone, marked_lines, parse_line
 from orchestrator.dialects.timestamps import strip_timestamps
 from orchestrator.logtail import extend_tail
 from orchestrator.models.memory import MemoryReading
@@ -135,7 +135,8 @@ def _on_logs(r: RankState, ts: float, raw_lines: Sequence[str]) -> RankState:
         ]
     phase = _advance(r.phase, RankPhase.starting)
     changes: dict[str, object] = {}
-    for line in lines if may_mark(text) else ():
+    # Only the lines a keyword is on (one pass over the batch), each read update by update.
+    for line in (piece for hit in marked_lines(text) for piece in hit.split("\r")):
         p = parse_line(line)
         if p is None:
             continue

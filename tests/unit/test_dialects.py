@@ -165,3 +165,46 @@ def test_the_simulators_milestone_lines_read_back_as_their_milestone(line, miles
 def test_the_simulator_prints_the_readiness_texts_of_the_tables():
     assert d.READY_SGLANG == sglang.READY and d.READY_VLLM == vllm.READY
     assert d.SHARDS_DESC == common.SHARDS_DESC
+
+
+# -- the supervisor's batch reading (issue 31: one scan per batch, not a parse per line) -------
+
+
+def _batch_corpus() -> list[str]:
+    chatter = "Decode batch. #running-req: 8, #token: 1234, gen throughput (token/s): 412.33"
+    lines = []
+    for k, e in enumerate(load_corpus()):
+        stamp = ("2026-11-29T10:00:00Z ", f"2026-11-29T10:00:01.{k:09d}Z ", "")[k % 3]
+        lines += [f"{stamp}{e.text}", f"2026-11-29T10:00:02.5+01:00 {chatter}"]
+    return [*lines, "", "\r", "x\rLoad weight begin\r", "ERROR then Traceback on one line"]
+
+
+def test_the_trie_pattern_finds_exactly_what_the_plain_alternation_finds() -> None:
+    import re
+
+    from orchestrator.dialects.reader import _WATCHED, keyword_pattern
+
+    words = [m.keyword for m in _WATCHED]
+    trie = re.compile(keyword_pattern(words))
+    flat = re.compile("|".join(re.escape(w) for w in words))
+    for line in _batch_corpus() + words + [w[:-1] for w in words] + ["Init", "Error", "ERRO"]:
+        assert bool(trie.search(line)) == bool(flat.search(line)), line
+    assert re.fullmatch(keyword_pattern(["ab", "abc", "b"]), "ab")
+    assert re.fullmatch(keyword_pattern(["ab", "abc", "b"]), "abc")
+
+
+def test_the_marked_lines_of_a_batch_are_its_lines_that_may_mark_in_order() -> None:
+    from orchestrator.dialects.reader import marked_lines, may_mark
+
+    text = "\n".join(_batch_corpus())
+    assert marked_lines(text) == [line for line in text.split("\n") if may_mark(line)]
+    assert marked_lines("") == [] and marked_lines("Traceback") == ["Traceback"]
+
+
+def test_stripping_a_batch_is_stripping_each_line() -> None:
+    from orchestrator.dialects.timestamps import strip_timestamps
+
+    lines = _batch_corpus()
+    for batch in (lines, lines[:1], [""], ["2026-11-29T10:00:00Z ", "2026-11-29T10:00:00Z x"]):
+        text = "\n".join(batch)
+        assert strip_timestamps(text) == "\n".join(strip_timestamp(x)[1] for x in batch)

@@ -57,14 +57,18 @@ def test_extending_a_tail_by_a_batch_is_appending_line_by_line() -> None:
     from orchestrator.logtail import extend_tail
 
     rng = random.Random(7)
-    pool = ["a", "b", FRAMES[0], FRAMES[1], "c", ""]
-    for _ in range(300):
-        start = tuple(rng.choice(pool) for _ in range(rng.randrange(0, 25)))
-        tail: tuple[str, ...] = ()
-        for line in start:
-            tail = append_line(tail, line, 20)
-        batch = [rng.choice(pool) for _ in range(rng.randrange(0, 60))]
-        expected = tail
-        for line in batch:
-            expected = append_line(expected, line, 20)
-        assert extend_tail(tail, batch, 20) == expected
+    # With frames, and without (the slice that most batches take, issue 31); tails of 1 to 20.
+    for pool in (["a", "b", FRAMES[0], FRAMES[1], "c", ""], ["a", "b", "c", ""]):
+        for n in (1, 2, 20):
+            for _ in range(300):
+                start = tuple(rng.choice(pool) for _ in range(rng.randrange(0, 25)))
+                tail: tuple[str, ...] = ()
+                for line in start:
+                    tail = append_line(tail, line, n)
+                if rng.random() < 0.2:
+                    tail = append_line(tail, FRAMES[2], n)  # a folded run ends the tail
+                batch = [rng.choice(pool) for _ in range(rng.randrange(0, 60))]
+                expected = tail
+                for line in batch:
+                    expected = append_line(expected, line, n)
+                assert extend_tail(tail, batch, n) == expected, (tail, batch, n)
