@@ -9,7 +9,7 @@ import typer
 from orchestrator.cli.complete import complete_run
 from orchestrator.cli.options import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, err_console, print_json, styled
-from orchestrator.cli.runs import pick_run, store_for
+from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.model import (

@@ -45,7 +45,7 @@ def complete_recipe(incomplete: str) -> list[str]:
 
 def run_choices(inventory: str | None, incomplete: str) -> list[tuple[str, str]]:
     """(run id, its outcome or "no verdict") for the inventory's runs, newest first."""
-    from orchestrator.cli.runs import store_for
+    from orchestrator.cli.stores import store_for
 
     try:
         runs = store_for(inventory).runs()

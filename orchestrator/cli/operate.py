@@ -26,7 +26,8 @@ from orchestrator.cli.output import (
     print_json,
     styled,
 )
-from orchestrator.cli.runs import RunOpt, pick_run, store_for
+from orchestrator.cli.runs import RunOpt
+from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
 from orchestrator.models.run import Finding, Outcome, RunPhase
@@ -185,7 +186,7 @@ def supervise(
     if current is None or not current.outcome.serving:
         # Imported here: `cluster status` shares this module and should not pay for the boot.
         from orchestrator.boot import BootOptions, resume
-        from orchestrator.cli.boot import LiveUI, print_outcome
+        from orchestrator.cli.boot_screen import LiveUI, print_outcome
 
         ui = LiveUI(None)
         result = asyncio.run(resume(r, options=BootOptions(), ui=ui))

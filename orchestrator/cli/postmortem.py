@@ -121,7 +121,7 @@ def postmortem(
 
 def _inventory_store(inventory: str | None) -> RunStore:
     """Where every other command looks: `-i`'s (or $CLUSTER_INVENTORY's) cluster_runs_dir."""
-    from orchestrator.cli.runs import store_for
+    from orchestrator.cli.stores import store_for
 
     return store_for(inventory)
 

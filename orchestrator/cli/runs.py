@@ -8,13 +8,12 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.complete import complete_run
-from orchestrator.cli.inventory import open_inventory
 from orchestrator.cli.options import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, harmless, plain, print_json
+from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ConfigError, RunStoreError
 from orchestrator.runlogs import follow_lines, list_runs, merged_lines, rank_log_paths
-from orchestrator.runstore import Run, RunStore
 
 RunOpt = Annotated[
     str | None,
@@ -24,23 +23,6 @@ RunOpt = Annotated[
         autocompletion=complete_run,
     ),
 ]
-
-
-def store_for(inventory: str | None) -> RunStore:
-    """The inventory's cluster_runs_dir, else the default under $XDG_STATE_HOME."""
-    inv = open_inventory(inventory, quiet=True)
-    return RunStore(inv.runs_dir)
-
-
-def pick_run(store: RunStore, ref: str | None) -> Run:
-    if ref:
-        return store.open(ref)
-    run = store.latest()
-    if run is None:
-        raise RunStoreError(
-            "no runs yet", where=str(store.root), hint="start one with `cluster boot RECIPE`"
-        )
-    return run
 
 
 def runs(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
