@@ -18,7 +18,12 @@ the preserved copy exactly once, and the preserved copy must equal the node's
 
 Then (unless --no-floor) it spews again and reads the streams over the same SSH transport with
 nothing else (`drain_spew`): the floor that asyncssh and the event loop cost alone, printed with
-the supervisor's share on top of it and the ratio of the two.
+the supervisor's share on top of it and the ratio of the two (issue 31: at most 1.3x).
+`--no-openssh` skips the third spew (the same floor through OpenSSH's client).
+
+`--profile FILE` runs the supervised spew under cProfile (its CPU figure is then inflated by the
+profiler), keeps the stats in FILE and prints the functions that cost the most: where the
+supervisor's share on top of the floor goes (parsing, folding, status writes, metrics).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
+import pstats
 import re
 import shlex
 import subprocess
@@ -339,16 +346,26 @@ def main() -> None:
     ap.add_argument(
         "--no-floor", action="store_true", help="skip the second spew read by the transport alone"
     )
+    ap.add_argument("--no-openssh", action="store_true", help="skip the OpenSSH client's floor")
+    ap.add_argument("--profile", type=Path, help="cProfile the supervised spew into this file")
     args = ap.parse_args()
     tb = Testbed()
     tb.up(8)
     try:
         tb.load_test_image()
         inventory = load_inventory(tb.inventory)
+        profiler = cProfile.Profile() if args.profile else None
         with tempfile.TemporaryDirectory(prefix="bench-supervisor-logs-") as tmp:
+            if profiler is not None:
+                profiler.enable()
             result = asyncio.run(supervise_spew(inventory, Path(tmp), args.rate, args.seconds))
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+                result["profiled"] = str(args.profile)
         if not args.no_floor:
             result["floor"] = asyncio.run(drain_spew(inventory, args.rate, args.seconds))
+        if not args.no_floor and not args.no_openssh:
             result["floor_openssh"] = asyncio.run(
                 drain_spew_openssh(inventory, args.rate, args.seconds)
             )
@@ -361,6 +378,9 @@ def main() -> None:
         if not args.keep_up:
             tb.down()
     report(result, args.json)
+    if args.profile and not args.json:
+        print(f"\nthe supervised spew under cProfile ({args.profile}), by own time:")
+        pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(25)
 
 
 def report(r: dict[str, Any], as_json: bool) -> None:
@@ -379,6 +399,7 @@ def report(r: dict[str, Any], as_json: bool) -> None:
     print(
         f"controller CPU: {r['controller_cpu_s']:.1f} s = "
         f"{r['controller_cpu_pct_of_one_core']:.1f}% of one core (target < 15%)"
+        + (" [under cProfile: inflated]" if "profiled" in r else "")
     )
     print(
         f"  = {r['controller_cpu_us_per_line']:.0f} µs per line; the whole machine (nodes' sshd, "
@@ -394,8 +415,8 @@ def report(r: dict[str, Any], as_json: bool) -> None:
             f"supervisor / transport alone: "
             f"{r['controller_cpu_pct_of_one_core'] / max(f['cpu_pct_of_one_core'], 0.01):.2f}x"
         )
-    if "floor_openssh" in r:
-        o = r["floor_openssh"]
+    if "floor_openssh" in r and "floor" in r:
+        f, o = r["floor"], r["floor_openssh"]
         print(
             f"the same read by OpenSSH's `ssh` client (its processes counted): "
             f"{o['cpu_pct_of_one_core']:.1f}% of one core "
