@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -312,25 +312,23 @@ def _start_failed(
     if hung:
         spec = hung[0][0]
         names = ", ".join(f"rank {s.rank} ({s.node.name})" for s, _b in hung)
-        verdict = Finding(
-            watcher="start",
-            severity="verdict",
-            rank=spec.rank,
-            outcome=Outcome.NODE_LOST,
-            message=f"{names}: the node stopped answering while its rank was being started "
+        verdict = Finding.verdict(
+            "start",
+            Outcome.NODE_LOST,
+            f"{names}: the node stopped answering while its rank was being started "
             f"(no answer within {deadline_s:.0f} s)",
+            rank=spec.rank,
             advice=f"check {spec.node.name}'s management link and sshd; the other ranks were "
             "started and keep their logs: `cluster stop` saves and removes them",
         )
         return StartFailed(verdict, lost)
     spec, _began, exc = failed[0]
     why = exc.line() if isinstance(exc, ClusterError) else str(exc)
-    verdict = Finding(
-        watcher="start",
-        severity="verdict",
+    verdict = Finding.verdict(
+        "start",
+        Outcome.RANK_EXITED,
+        f"launch stopped: rank {spec.rank} ({spec.node.name}) did not start: {why}",
         rank=spec.rank,
-        outcome=Outcome.RANK_EXITED,
-        message=f"launch stopped: rank {spec.rank} ({spec.node.name}) did not start: {why}",
         advice="nothing was removed; see the run directory",
     )
     return StartFailed(verdict, lost)
@@ -437,15 +435,24 @@ async def boot(
     if on_run:
         on_run(run)
     latch = StopLatch()
+    body = _boot(run, lock, latch, real, inventory, options, ui)
+    return await owned(run, lock, latch, body, "before its ranks were supervised")
+
+
+async def owned(
+    run: Run, lock: RunLock, latch: StopLatch, body: Awaitable[BootResult], where: str
+) -> BootResult:
+    """Run `body` holding the run's lock (heartbeat, stop requests). A `cluster stop` that
+    cancelled it (before supervision) ends the run STOPPED, once."""
     try:
         async with lock.held(on_stop=latch):
-            return await _boot(run, lock, latch, real, inventory, options, ui)
+            return await body
     except asyncio.CancelledError:
         if not latch.asked:
             raise
         if (task := asyncio.current_task()) is not None:
             task.uncancel()
-        verdict = stopped_finding("before its ranks were supervised")
+        verdict = stopped_finding(where)
         if run.verdict() is None:
             write_verdict(run, verdict)
         return BootResult(run, verdict)
@@ -478,13 +485,12 @@ async def _boot(
         on_node=preflight_progress(inventory, ui),
     )
     if pre.report.errors or pre.launch is None:
-        verdict = Finding(
-            watcher="preflight",
-            severity="verdict",
-            rank=pre.report.errors[0].rank if pre.report.errors else None,
-            outcome=Outcome.PREFLIGHT_REFUSED,
-            message=f"preflight refused the boot: {len(pre.report.errors)} problem(s); first: "
+        verdict = Finding.verdict(
+            "preflight",
+            Outcome.PREFLIGHT_REFUSED,
+            f"preflight refused the boot: {len(pre.report.errors)} problem(s); first: "
             + (pre.report.errors[0].what if pre.report.errors else str(pre.launch_error)),
+            rank=pre.report.errors[0].rank if pre.report.errors else None,
             advice=pre.report.errors[0].fix if pre.report.errors else "",
         )
         write_verdict(run, verdict)
@@ -545,12 +551,10 @@ async def _boot(
             write_verdict(run, exc.verdict)
             return BootResult(run, exc.verdict, diagnosis=diagnose(run))
         except ClusterError as exc:
-            verdict = Finding(
-                watcher="start",
-                severity="verdict",
-                rank=None,
-                outcome=Outcome.RANK_EXITED,
-                message=f"launch stopped: {exc.line()}",
+            verdict = Finding.verdict(
+                "start",
+                Outcome.RANK_EXITED,
+                f"launch stopped: {exc.line()}",
                 advice="nothing was removed; see the run directory",
             )
             await collect_evidence(run, specs, runtime)
@@ -612,6 +616,45 @@ async def ensure_image(
         )
 
 
+def runtime_of(
+    ctx: RunContext, connect: ConnectOptions, process_root: Path | None = None
+) -> tuple[Runtime, dict[str, Transport]]:
+    """The runtime a run's ranks live in, and the transports it opened (to close)."""
+    if ctx.simulated:
+        return ProcessRuntime(process_root), {}
+    transports = dict(open_transports(ctx.inventory, connect))
+    return DockerRuntime(transports), transports
+
+
+def resumed_supervisor(
+    run: Run,
+    ctx: RunContext,
+    runtime: Runtime,
+    *,
+    lock: RunLock | None = None,
+    on_view: Callable[[BootView], None] | None = None,
+) -> Supervisor:
+    """The run's supervisor again, from its manifest and the state its kept logs imply (every
+    rank's log resumes where the kept copy ends)."""
+    from orchestrator.runctx import replay_logs
+
+    return Supervisor(
+        run,
+        ctx.specs,
+        runtime,
+        SuperviseConfig(
+            watch=ctx.watch,
+            ready_url=ctx.ready_url,
+            endpoint=ctx.endpoint,
+            ready_timeout_s=ctx.timeouts.ready_deadline_s,
+        ),
+        recipe=ctx.recipe_name,
+        on_view=on_view,
+        resume_state=replay_logs(ctx),
+        lock=lock,
+    )
+
+
 async def resume(
     run: Run,
     *,
@@ -640,18 +683,8 @@ async def resume(
         lock.release()
         raise
     latch = StopLatch()
-    try:
-        async with lock.held(on_stop=latch):
-            return await _resume(run, ctx, lock, latch, options, ui)
-    except asyncio.CancelledError:
-        if not latch.asked:
-            raise
-        if (task := asyncio.current_task()) is not None:
-            task.uncancel()
-        verdict = stopped_finding("while it was being resumed")
-        if run.verdict() is None:
-            write_verdict(run, verdict)
-        return BootResult(run, verdict)
+    body = _resume(run, ctx, lock, latch, options, ui)
+    return await owned(run, lock, latch, body, "while it was being resumed")
 
 
 async def _resume(
@@ -662,31 +695,10 @@ async def _resume(
     options: BootOptions,
     ui: BootUI,
 ) -> BootResult:
-    from orchestrator.runctx import replay_logs
     from orchestrator.runstore import run_started_at
 
-    transports: dict[str, Transport] = {}
-    runtime: Runtime
-    if ctx.simulated:
-        runtime = ProcessRuntime(options.process_root)
-    else:
-        transports = dict(open_transports(ctx.inventory, options.connect))
-        runtime = DockerRuntime(transports)
-    supervisor = Supervisor(
-        run,
-        ctx.specs,
-        runtime,
-        SuperviseConfig(
-            watch=ctx.watch,
-            ready_url=ctx.ready_url,
-            endpoint=ctx.endpoint,
-            ready_timeout_s=ctx.timeouts.ready_deadline_s,
-        ),
-        recipe=ctx.recipe_name,
-        on_view=ui.view,
-        resume_state=replay_logs(ctx),
-        lock=lock,
-    )
+    runtime, transports = runtime_of(ctx, options.connect, options.process_root)
+    supervisor = resumed_supervisor(run, ctx, runtime, lock=lock, on_view=ui.view)
     latch.supervisor = supervisor
     # Deadlines count from when the ranks were started, as in the first supervisor.
     starts = [e.ts for e in run.events() if isinstance(e, RankStarted)]

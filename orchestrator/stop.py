@@ -39,12 +39,10 @@ CONTROLLER_EXIT_S = 45.0
 
 def stopped_finding(where: str) -> Finding:
     """`cluster stop` ended the run before it had a verdict of its own."""
-    return Finding(
-        watcher="stop",
-        severity="verdict",
-        rank=None,
-        outcome=Outcome.STOPPED,
-        message=f"`cluster stop` ended the run {where}",
+    return Finding.verdict(
+        "stop",
+        Outcome.STOPPED,
+        f"`cluster stop` ended the run {where}",
         advice="nothing failed; `cluster boot` starts it again",
     )
 

@@ -169,3 +169,23 @@ class Finding(StrictModel):
     message: str  # what happened, on which rank, with the numbers
     advice: str = ""  # what to do
     outcome: Outcome | None = None  # for verdicts
+
+    @classmethod
+    def verdict(
+        cls,
+        watcher: str,
+        outcome: Outcome,
+        message: str,
+        *,
+        rank: int | None = None,
+        advice: str = "",
+    ) -> Finding:
+        """A finding that ends the run with `outcome`."""
+        return cls(
+            watcher=watcher,
+            severity="verdict",
+            rank=rank,
+            message=message,
+            advice=advice,
+            outcome=outcome,
+        )

@@ -190,12 +190,10 @@ class Supervisor:
     def _stopped(self) -> Finding | None:
         if not self.stop_asked:
             return None
-        return Finding(
-            watcher="stop",
-            severity="verdict",
-            rank=None,
-            outcome=Outcome.STOPPED,
-            message="`cluster stop` ended the run while it was supervised",
+        return Finding.verdict(
+            "stop",
+            Outcome.STOPPED,
+            "`cluster stop` ended the run while it was supervised",
             advice="nothing failed; `cluster boot` starts it again",
         )
 
@@ -213,22 +211,19 @@ class Supervisor:
                 # its advice); programs read events.jsonl. At warning level it printed twice.
                 log.info("watcher warning", message=f.message, advice=f.advice)
         if is_ready(self.state):
-            return Finding(
-                watcher="ready",
-                severity="verdict",
-                rank=None,
-                outcome=Outcome.READY,
-                message=f"all {len(self.state.ranks)} ranks loaded; the head answers "
+            return Finding.verdict(
+                "ready",
+                Outcome.READY,
+                f"all {len(self.state.ranks)} ranks loaded; the head answers "
                 f"in {self.state.head_latency_s or 0:.3f} s",
             )
         if now - self.started > self.cfg.ready_timeout_s:
             behind = [r for r in self.state.ranks if not r.phase.finished_loading]
-            return Finding(
-                watcher="ready",
-                severity="verdict",
+            return Finding.verdict(
+                "ready",
+                Outcome.READY_TIMEOUT,
+                f"not ready after {self.cfg.ready_timeout_s:.0f} s (timeouts.ready)",
                 rank=behind[0].rank if behind else 0,
-                outcome=Outcome.READY_TIMEOUT,
-                message=f"not ready after {self.cfg.ready_timeout_s:.0f} s (timeouts.ready)",
                 advice="see each rank's phase above; raise timeouts.ready if the load is slow "
                 "but moving",
             )
