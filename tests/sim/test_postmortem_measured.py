@@ -21,6 +21,7 @@ import pytest
 import orchestrator.boot as boot_module
 from orchestrator.boot import BootOptions, BootResult, boot
 from orchestrator.inventory import load_inventory
+from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
@@ -51,7 +52,7 @@ async def boot_and_diagnose(recipe: str, weights: Path, fault: str | None) -> Di
         boot(recipe, inventory, options=options, store=RunStore()), 240
     )
     try:
-        assert result.verdict.outcome.value != "READY", result.verdict.message
+        assert result.verdict.outcome is not Outcome.READY, result.verdict.message
     finally:
         report = await stop_run(load_context(result.run))
         assert not report.problems, report.problems
