@@ -22,11 +22,11 @@ from pathlib import Path
 from orchestrator.errors import RunStoreError
 from orchestrator.facts import close_transports, open_transports
 from orchestrator.logging import get_logger
-from orchestrator.models.events import Resumed
+from orchestrator.models.events import Resumed, Stopped
 from orchestrator.models.recipe import Recipe
 from orchestrator.models.run import Finding, HeadReady
 from orchestrator.runctx import RunContext, load_context, replay_logs
-from orchestrator.runstore import Run
+from orchestrator.runstore import Run, RunLock
 from orchestrator.runtime.base import Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
@@ -74,6 +74,36 @@ async def watch_run(
     """Watch a serving run until a final incident (returned, and written as its verdict),
     `cluster stop`, or `halt` (None)."""
     serving_verdict_or_refuse(run)
+    if already_stopped(run):
+        log.info("the run was stopped: nothing to watch", run=run.id)
+        return None
+    # The run is taken first, before the context, the transports and the replay (seconds on a
+    # real cluster): `cluster boot` waits for this lock, and `cluster stop` finds it.
+    lock = run.acquire_lock("serving-watch")
+    asked = halt or asyncio.Event()
+    watching: list[ServingWatch] = []
+
+    def on_stop() -> None:
+        asked.set()
+        for w in watching:
+            w.on_stop()
+
+    async with lock.held(on_stop=on_stop):
+        ended = await _watch_held(run, lock, asked, watching, serve, connect, process_root)
+    if ended is not None:
+        _write_final(run, ended)
+    return ended
+
+
+async def _watch_held(
+    run: Run,
+    lock: RunLock,
+    halt: asyncio.Event,
+    watching: list[ServingWatch],
+    serve: ServeWatchConfig | None,
+    connect: ConnectOptions | None,
+    process_root: Path | None,
+) -> Finding | None:
     ctx = load_context(run)
     transports: dict[str, Transport] = {}
     runtime: Runtime
@@ -109,14 +139,13 @@ async def watch_run(
             restart=ctx.recipe.restart,
             relaunch=_relauncher(ctx, runtime, transports),
         )
-        if halt is not None:
-            watch.halt = halt
-        ended = await watch.run_watch()
+        watch.halt = halt
+        watching.append(watch)
+        if halt.is_set():  # a stop asked while the run was being read
+            return None
+        return await watch.run_watch(held=lock)
     finally:
         await close_transports(transports)
-    if ended is not None:
-        _write_final(run, ended)
-    return ended
 
 
 def _write_final(run: Run, incident: Finding) -> None:
@@ -162,9 +191,17 @@ def watcher_argv(run: Run, inventory: str | None = None) -> list[str]:
     return argv
 
 
-def start_watcher(run: Run, inventory: str | None = None) -> int:
+HANDOVER_S = 30.0  # how long `cluster boot` waits for its watcher to hold the run
+
+
+def start_watcher(run: Run, inventory: str | None = None, wait_s: float = HANDOVER_S) -> int:
     """Start the serving watch in its own session (it outlives this terminal); its output goes
-    to the run's watch.log. The pid."""
+    to the run's watch.log. The pid.
+
+    Returns once the watcher holds the run's lock (or has ended, or `wait_s` passed): a
+    `cluster stop` given after `cluster boot` returned then finds it and ends it first, instead
+    of stopping the ranks under a watcher that is still starting (which would judge the
+    stopped ranks RANK_DIED)."""
     fd = os.open(run.dir / WATCH_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(
@@ -177,7 +214,19 @@ def start_watcher(run: Run, inventory: str | None = None) -> int:
         )
     finally:
         os.close(fd)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        holder = run.lock_holder() or {}
+        if holder.get("pid") == proc.pid:
+            break
+        time.sleep(0.1)
     return proc.pid
+
+
+def already_stopped(run: Run) -> bool:
+    """`cluster stop` has been asked for this run (its request, or its record): nothing to
+    watch. A watcher that starts late must not judge ranks a stop has ended."""
+    return run.stop_requested() or any(isinstance(e, Stopped) for e in run.events())
 
 
 def systemd_unit(run: Run, inventory: str | None = None) -> str:

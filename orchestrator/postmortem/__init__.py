@@ -18,6 +18,7 @@ from pathlib import Path
 
 from orchestrator.postmortem.collect import collect_logs, collect_run
 from orchestrator.postmortem.diagnose import diagnose
+from orchestrator.postmortem.incidents import explain_run
 from orchestrator.postmortem.model import Diagnosis
 from orchestrator.postmortem.signatures import SignatureSet, load_signatures
 from orchestrator.runstore import Run
@@ -31,7 +32,8 @@ def postmortem_run(
     """Diagnose one run directory."""
     sigs = sigs or load_signatures()
     collected = collect_run(run, sigs, workers=workers)
-    return diagnose(collected.run, collected.ranks, sigs)
+    # After READY, the serving watch's incidents come first (postmortem/incidents.py).
+    return explain_run(run, diagnose(collected.run, collected.ranks, sigs))
 
 
 def postmortem_logs(

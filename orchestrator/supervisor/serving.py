@@ -50,6 +50,11 @@ class ServeWatchConfig:
     """The serving watch's periods and deadlines (the recipe's timeouts.wedge; the rest fixed)."""
 
     wedge_s: float = 120.0  # timeouts.wedge
+    # Each node's memory and its rank's container state, asked this often while serving (the
+    # boot asks every 2 s for load progress; after READY a death is still named within
+    # sample_every_s + the drain, a cut node within it + the 4 s ask + lost_grace_s < 15 s).
+    sample_every_s: float = 5.0
+    publish_every_s: float = 5.0  # status.json and metrics.prom while nothing happens
     canary_every_s: float = 15.0
     canary_timeout_s: float = 20.0
     canary_max_tokens: int = 2

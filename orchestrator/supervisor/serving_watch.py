@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import shutil
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.errors import ClusterError
 from orchestrator.logging import get_logger
@@ -35,7 +35,7 @@ from orchestrator.supervisor.serving import (
     lowest_available,
 )
 from orchestrator.supervisor.state import initial_state
-from orchestrator.supervisor.supervise import Supervisor
+from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import serving_health
 
 log = get_logger(__name__)
@@ -64,6 +64,8 @@ class ServingWatch:
     lock: RunLock = field(init=False)
     _final_reason: str = field(default="", init=False)
     stop_asked: bool = field(default=False, init=False)
+    _boot_cfg: SuperviseConfig | None = field(default=None, init=False)
+    _published_at: float = field(default=float("-inf"), init=False)
 
     def __post_init__(self) -> None:
         prior = incidents_of(self.sup.run_dir)
@@ -85,6 +87,8 @@ class ServingWatch:
         sup = self.sup
         for old in sup.followers:
             old.close()
+        self._boot_cfg = self._boot_cfg or sup.cfg
+        sup.cfg = replace(self._boot_cfg, sample_every_s=self.cfg.sample_every_s)
         sup.stop = asyncio.Event()
         sup.followers = [
             Follower(
@@ -176,16 +180,22 @@ class ServingWatch:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.halt.wait(), seconds)
 
-    def _on_stop(self) -> None:
-        """`cluster stop` asked (stop-request.json, through the lock's heartbeat)."""
+    def on_stop(self) -> None:
+        """`cluster stop` asked (stop-request.json, through the lock's heartbeat): the watch
+        ends, and so does a restarted group's boot loop if one is under way."""
         self.stop_asked = True
+        self.sup.request_stop()
         self.halt.set()
 
-    async def run_watch(self) -> Finding | None:
+    async def run_watch(self, held: RunLock | None = None) -> Finding | None:
         """Watch until a final incident (returned), `cluster stop` or `halt` (None). The run's
-        lock is held throughout (a second watcher is refused)."""
+        lock is held throughout (a second watcher is refused): `held`, when the caller took it
+        first (and beats it with `on_stop`), else taken here."""
+        if held is not None:
+            self.lock = held
+            return await self._watch()
         self.lock = self.run.acquire_lock("serving-watch")
-        async with self.lock.held(on_stop=self._on_stop):
+        async with self.lock.held(on_stop=self.on_stop):
             return await self._watch()
 
     async def _watch(self) -> Finding | None:
@@ -198,8 +208,18 @@ class ServingWatch:
                 if self.halt.is_set() or self._stopped_by_operator():
                     return None
                 self._note_memory()
+                warned = len(self._warned)
                 incident = self._judge()
-                self.publish()
+                now = self.sup.clock()
+                # status.json and metrics.prom every publish_every_s while nothing happens (a
+                # scrape or `cluster status` every few seconds sees it fresh); at once on news.
+                if (
+                    incident is not None
+                    or len(self._warned) != warned
+                    or now - self._published_at >= self.cfg.publish_every_s
+                ):
+                    self.publish()
+                    self._published_at = now
                 if incident is None:
                     continue
                 await self._sleep(self.cfg.drain_s)  # the other ranks' exits and last lines
@@ -302,6 +322,7 @@ class ServingWatch:
         sup.warned.clear()
         sup.container_states.clear()
         sup.started = sup.clock()
+        sup.cfg = self._boot_cfg or sup.cfg  # the boot's periods until READY again
         sup.stop = asyncio.Event()
         for old in sup.followers:
             old.close()

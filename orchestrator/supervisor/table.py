@@ -235,6 +235,7 @@ def lay_out(view: BootView, width: int | None, *, unicode: bool = True) -> Layou
     rows = [line([(k, rendered[k][1][i]) for k in order]) for i in range(len(view.ranks))]
     lines = [_fit(cell(f"{view.recipe} · run {view.run_id}{_source(view)}", "dim"), width)]
     lines.append(_fit(fitted_summary(view, width), width))
+    lines += [_fit(line, width) for line in serving_lines(view)]
     lines += [header, rule, *rows]
     lines += [_fit(n, width) for n in notes(view)]
     if hidden and width is not None:
@@ -259,10 +260,54 @@ def _fit(text: Text, width: int | None) -> Text:
     return text
 
 
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
+
+
+def serving_lines(view: BootView) -> list[Text]:
+    """After READY, while the serving watch runs: uptime, the canary's last latency and its
+    p50/p99 over the hour, tokens/s, running/waiting requests; then the last incident (or a
+    restart waiting, with why). Nothing before READY."""
+    sv = view.serving
+    if sv is None:
+        return []
+    parts = [f"serving {duration_text(sv.uptime_s)}"]
+    if sv.attempt:
+        parts[0] += f" (attempt {sv.attempt})"
+    if sv.canary_failing_s is not None:
+        why = f": {sv.canary_error}" if sv.canary_error else ""
+        parts.append(f"canary failing {duration_text(sv.canary_failing_s)}{why}")
+    else:
+        parts.append(
+            f"canary {_seconds(sv.canary_last_s)} "
+            f"(p50 {_seconds(sv.canary_p50_s)}, p99 {_seconds(sv.canary_p99_s)})"
+        )
+    if sv.tokens_per_s is not None:
+        parts.append(f"{sv.tokens_per_s:.1f} tok/s")
+    if sv.running is not None and sv.waiting is not None:
+        parts.append(f"{sv.running:.0f} running, {sv.waiting:.0f} waiting")
+    if sv.health_ok is False:
+        parts.append("/health failing")
+    style = "yellow" if sv.canary_failing_s is not None or sv.health_ok is False else "green"
+    out = [cell(" · ".join(parts), style)]
+    if sv.restart_wait:
+        out.append(cell(f"restart waits: {sv.restart_wait}", "yellow"))
+    if sv.last_incident:
+        count = f" (of {sv.incidents})" if sv.incidents > 1 else ""
+        out.append(cell(f"last incident{count}: {sv.last_incident}", "red"))
+    else:
+        out.append(cell("no incident since READY", "dim"))
+    return out
+
+
 def notes(view: BootView) -> list[Text]:
     """`rank K: <last line>` for the ranks that matter: failing or unreachable first, then the
     slowest loader, then those a watcher warned about; at most MAX_NOTES, and a line naming
     the ranks left out."""
+    if view.serving is not None:  # the serving watch's view: every rank's last line
+        return _serving_notes(view)
     warned = {w.rank for w in view.warnings if w.rank is not None}
     if view.verdict is not None and view.verdict.rank is not None:
         warned.add(view.verdict.rank)
@@ -285,6 +330,24 @@ def notes(view: BootView) -> list[Text]:
     if rest := sorted(r.rank for r, _ in wanted[MAX_NOTES:]):
         also = f"also {ranks_text(rest)}: `cluster logs --rank K` shows a rank's lines"
         out.append(cell(also, "dim"))
+    return out
+
+
+def _serving_notes(view: BootView) -> list[Text]:
+    """While serving, every rank's last line (8 ranks: the title, the summary, two serving
+    lines, the table and these fit a 24-line terminal); a rank that died or is unreachable in
+    red, one a watcher warned about in yellow."""
+    warned = {w.rank for w in view.warnings if w.rank is not None}
+    out = []
+    for r in view.ranks:
+        if not (r.unreachable or r.last_line):
+            continue
+        bad = r.unreachable or r.oom_killed or r.exit_code not in (None, 0)
+        style = "red" if bad else "yellow" if r.rank in warned else "dim"
+        text = Text(no_wrap=True, end="")
+        text.append(f"rank {r.rank}: ", style=style)
+        text.append_text(cell(" ".join((r.unreachable or r.last_line).split())))
+        out.append(text)
     return out
 
 

@@ -193,6 +193,9 @@ def start_boot(tb: Testbed, state: Path, logs: Path, *extra: str, name: str = "b
         "--scale",
         "test",
         "--no-push",
+        # After READY `cluster boot` hands over to a detached serving watch; these tests are
+        # about the boot, so it ends at READY (the watch's drill passes --watch).
+        *([] if "--watch" in extra else ["--no-watch"]),
         *extra,
     ]
     with out.open("wb") as o, err.open("wb") as e:
