@@ -17,14 +17,12 @@ Blame runs on evidence strength before time, because clocks and print order lie 
 from __future__ import annotations
 
 import statistics
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.exit_rules import earliest, exit_evidence
 from orchestrator.postmortem.families import Family, Raised, classify, exception_of
-from orchestrator.postmortem.measured import SAMPLE_EVERY_S, Mark, Measured
 from orchestrator.postmortem.measured import SAMPLE_EVERY_S, Mark, Measured
 from orchestrator.postmortem.model import PHASES, Evidence, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import CATEGORIES, Compiled, SignatureSet
@@ -700,11 +698,17 @@ def weigh_measured(
         root.evidence.extend(e for e in measured.evidence if e not in root.evidence)
         return root
     if root.strength == 3 and root.category not in _TIMEOUT_CATEGORIES:
-        root.confidence = "medium" if root.confidence == "high" else "low"
-        root.reason = (
-            f"{root.reason}; the supervisor's measurements point at rank {measured.rank} "
-            f"instead ({measured.reason})"
-        )
+        # A cause the rank printed itself. A rank still loading when it struck is a bystander;
+        # a node that went silent before it is a rival cause: both are said, trusted less.
+        rival = measured.strength == 3 and (measured.ts or 0.0) < (root.ts or float("inf"))
+        if rival:
+            root.confidence = "medium" if root.confidence == "high" else "low"
+            root.reason = (
+                f"{root.reason}; the supervisor's measurements point at rank {measured.rank} "
+                f"instead ({measured.reason})"
+            )
+        else:
+            root.reason = f"{root.reason}; the supervisor also measured: {measured.reason}"
         return root
     # The logs agree in substance when they show the rank behind too (no `Load weight end`
     # while the others printed theirs), or silent.

@@ -252,8 +252,8 @@ def test_measured_and_printed_agreeing_is_high_and_disagreeing_says_both(k: int)
     assert got.category == "load-barrier-timeout"
     assert "at 24% of its weights" in got.title and "slow reads" in got.title, got.title
     assert f"by the logs alone rank {victim}" in got.reason
-    # A cause the victim printed itself (an OOM) is not overruled: both are said, and the
-    # confidence drops.
+    # A cause the victim printed itself (an OOM) is not overruled by a rank that was merely
+    # still loading when it struck: the blame and its confidence stand, the reason adds it.
     oom = Candidate(
         rank=victim,
         strength=3,
@@ -266,8 +266,33 @@ def test_measured_and_printed_agreeing_is_high_and_disagreeing_says_both(k: int)
     )
     kept = weigh(measured([], per), ranks, oom)
     assert kept is not None and kept.rank == victim and kept.category == "out-of-memory"
-    assert kept.confidence == "medium"
-    assert f"measurements point at rank {k} instead" in kept.reason
+    assert kept.confidence == "high"
+    assert f"the supervisor also measured: rank {k} was at" in kept.reason
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_a_node_lost_before_a_printed_cause_elsewhere_is_said_beside_it(k: int) -> None:
+    """The logs name an OOM on another rank, but rank k's node went silent before it: the
+    printed cause keeps the blame, trusted less, and the reason says both."""
+    victim = (k + 1) % 4
+    per = {x: samples(10 * MB) for x in range(4)}
+    per[k] = samples(10 * MB, until=T0 + 10)
+    events = [NodeLost(ts=T0 + 14, rank=k, reason="ssh: connection lost")]
+    ranks = [facts(x, hits=(echo(x, T0 + 25),)) if x != k else facts(x) for x in range(4)]
+    oom = Candidate(
+        rank=victim,
+        strength=3,
+        ts=T0 + 20,
+        category="out-of-memory",
+        signature="cuda-oom",
+        title="CUDA out of memory",
+        confidence="high",
+        reason="CUDA out of memory",
+    )
+    got = weigh(measured(events, per), ranks, oom)
+    assert got is not None and (got.rank, got.category) == (victim, "out-of-memory")
+    assert got.confidence == "medium"
+    assert f"the supervisor's measurements point at rank {k} instead" in got.reason
 
 
 def test_no_measurement_of_its_own_leaves_the_logs_answer() -> None:
