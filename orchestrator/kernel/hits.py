@@ -194,7 +194,9 @@ def kernel_hits(
     shared_ids = _shared_kernels(logs)
     out: dict[int, list[Hit]] = {}
     notes: list[str] = []
-    given: set[tuple[str, str, int]] = set()  # (kernel, message, rank): a shared line once
+    # (kernel, message, rank) -> the hit: a line of a shared kernel once, from the log of the
+    # rank's own node when that log holds it (evidence where an operator would look)
+    given: dict[tuple[str, str, int], tuple[Hit, bool]] = {}
     host_only: dict[str, int] = {}
     context: dict[tuple[str, str], int] = {}
     for log in logs:
@@ -218,25 +220,27 @@ def kernel_hits(
                 host_only[ev.family] = host_only.get(ev.family, 0) + 1
             for k in targets:
                 key = (kernel, ev.line.message, k)
-                if key in given:
+                own = k in log.ranks
+                if key in given and (given[key][1] or not own):
                     continue
-                given.add(key)
                 evidence = Evidence(
                     file=log.display, line=ev.line.n, text=ev.line.text[:2000], ts=ts, rank=k
                 )
-                out.setdefault(k, []).append(
-                    Hit(
-                        signature=compiled.id,
-                        category=compiled.sig.category,
-                        role=compiled.sig.role,
-                        evidence=evidence,
-                    )
+                hit = Hit(
+                    signature=compiled.id,
+                    category=compiled.sig.category,
+                    role=compiled.sig.role,
+                    evidence=evidence,
                 )
-                if ev.family == "xid" and ev.xid is not None:
+                first = key not in given
+                given[key] = (hit, own)
+                if first and ev.family == "xid" and ev.xid is not None:
                     notes.append(
                         f"rank {k} ({log.node}): Xid {ev.xid} on GPU {ev.device}: "
                         f"{xid_meaning(ev.xid)} ({log.display}:{ev.line.n})"
                     )
+    for (_kernel, _message, k), (hit, _own) in given.items():
+        out.setdefault(k, []).append(hit)
     for (node, family), n in sorted(context.items()):
         what = "corrected PCIe error(s)" if family == "aer" else "link-up line(s)"
         notes.append(f"{node}: {n} {what} in its kernel log (context, not blamed)")

@@ -136,7 +136,8 @@ def test_a_cgroup_oom_in_a_shared_kernel_goes_to_the_container_it_names_not_the_
     ranks = {r.rank: r for r in d.ranks}
     assert "host-oom-kill" not in ranks[0].signatures
     oom = [e for e in d.timeline if e.what == "host-oom-kill"]
-    assert [e.rank for e in oom] == [1]  # once, though two nodes' logs hold it
+    # once, though two nodes' logs hold it, and from the log of the rank's own node
+    assert [(e.rank, e.file) for e in oom] == [(1, "nodes/spark-1/kernel.log")]
 
 
 def test_a_kernel_line_moves_onto_the_controllers_clock_by_the_recorded_offset(

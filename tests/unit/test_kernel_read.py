@@ -29,11 +29,24 @@ def _event(entry_id: str):  # type: ignore[no-untyped-def]
 
 def test_every_line_of_every_kernel_fixture_file_is_a_real_corpus_line() -> None:
     texts = {e.text for e in load_corpus()}
-    files = sorted(FIXTURES.glob("*.log"))
+    files = sorted(p for p in FIXTURES.glob("*.log") if not p.name.startswith("captured-"))
     assert len(files) >= 6
     for path in files:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             assert line in texts, f"{path.name}:{n} is not a corpus line: {line!r}"
+
+
+def test_a_captured_kernel_window_holds_every_corpus_line_that_cites_it() -> None:
+    """A capture is kept whole (a real node's window); the corpus lines citing it are in it."""
+    cited = [e for e in load_corpus() if e.source.startswith("captured: tests/fixtures/kernel/")]
+    assert len(cited) >= 3
+    for e in cited:
+        path = FIXTURES.parents[1] / e.source.removeprefix("captured: tests/")
+        assert e.text in path.read_text().splitlines(), e.id
+    evs = list(events(parse_lines((FIXTURES / "captured-testbed-cgroup-oom.log").read_text())))
+    kills = [ev for ev in evs if ev.family == "oom-kill"]
+    assert len(kills) == 2 and kills[0].container is not None
+    assert kills[0].pid == kills[1].pid and kills[0].cgroup is not None
 
 
 @pytest.mark.parametrize(
