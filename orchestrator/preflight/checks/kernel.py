@@ -16,10 +16,14 @@ The facts come from `orchestrator/kernel/health.py` (`KernelHealth` per node).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from orchestrator.kernel.model import KernelHealth
 from orchestrator.models.inventory import Node
 from orchestrator.preflight.model import Problem, Severity
+
+if TYPE_CHECKING:
+    from orchestrator.preflight.judge import _Judge
 
 KERNEL_CHECKS: dict[str, str] = {
     "logind-removeipc": "systemd-logind does not remove the shared memory NCCL uses "
@@ -118,3 +122,19 @@ def kernel_problems(nodes: Sequence[Node], health: Mapping[str, KernelHealth]) -
         problems += check_fabric_speed(node, h)
         problems += check_recent_kernel(node, h)
     return problems
+
+
+_BY_NAME = {
+    "logind-removeipc": check_remove_ipc,
+    "fabric-speed": check_fabric_speed,
+    "kernel-recent": check_recent_kernel,
+}
+
+
+def check_kernel(j: _Judge, name: str, health: Mapping[str, KernelHealth] | None) -> None:
+    """The judge's entry for the three checks (`name` one of KERNEL_CHECKS), over the health
+    the runner handed it; nodes that did not answer are the `probe` check's business."""
+    for node, _facts in j.reachable():
+        h = (health or {}).get(node.name)
+        if h is not None:
+            j.problems.extend(_BY_NAME[name](node, h))
