@@ -211,9 +211,9 @@ def whole(args: argparse.Namespace) -> None:
                 "grep C": time_cmd(grep, "C"),
                 "grep locale": time_cmd(grep),
             }
-            for k, (w, c, _) in runs.items():
-                wall[k].append(w)
-                cpu[k].append(c)
+            for k, (took, used, _) in runs.items():
+                wall[k].append(took)
+                cpu[k].append(used)
             category = json.loads(runs["postmortem"][2])["category"]
         startup = [
             time_cmd([cluster, "postmortem", "--logs", str(one), "--json"]) for _ in range(5)

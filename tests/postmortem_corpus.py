@@ -18,7 +18,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -32,6 +32,7 @@ from orchestrator.postmortem.calibration import Calibration, counts, load_calibr
 from orchestrator.postmortem.collect import collect_logs
 from orchestrator.postmortem.diagnose import diagnose
 from orchestrator.postmortem.families import FAMILIES, exception_of, holding, without_families
+from orchestrator.postmortem.learned import LinearModel, current_model, features, using_model
 from orchestrator.postmortem.model import Diagnosis, RankFacts
 from orchestrator.postmortem.signatures import (
     CATEGORIES,
@@ -128,8 +129,9 @@ def family_of(case: Case) -> str:
 class Outcome:
     case: Case
     got: str
-    raw: str = ""  # the category before any withholding (the closest, when withheld)
-    path: str | None = None  # the deciding path
+    raw: str = ""  # the rules' category before any withholding (the closest, when withheld)
+    path: str | None = None  # the rules' deciding path
+    feats: tuple[str, ...] = ()  # the model's features of the case (learned.features)
 
     @property
     def right(self) -> bool:
@@ -144,9 +146,14 @@ class Outcome:
     def failure_called_ready(self) -> bool:
         return self.got == "ready" and self.case.label != "ready"
 
-    def under(self, calib: Calibration) -> Outcome:
-        """This outcome had `calib` been the shipped calibration."""
-        return Outcome(self.case, decide(self.raw, self.path, calib), self.raw, self.path)
+    def under(self, calib: Calibration, model: LinearModel | None = None) -> Outcome:
+        """This outcome had `calib` (and `model`; none: the rules alone) been shipped."""
+        got = decide(self.raw, self.path, calib)
+        if got == "unknown" and model is not None and self.path is None:  # diagnose's rule
+            said = model.predict(self.feats)
+            if said is not None and said[1] >= model.threshold:
+                got = said[0]
+        return Outcome(self.case, got, self.raw, self.path, self.feats)
 
 
 def decide(raw: str, path: str | None, calib: Calibration) -> str:
@@ -194,25 +201,83 @@ class Score:
     def wrong_rate(self) -> float:
         return self.wrong / self.total if self.total else 0.0
 
-    def under(self, calib: Calibration) -> Score:
-        return Score([o.under(calib) for o in self.outcomes])
+    def under(self, calib: Calibration, model: LinearModel | None = None) -> Score:
+        return Score([o.under(calib, model) for o in self.outcomes])
 
     def __add__(self, other: Score) -> Score:
         return Score(self.outcomes + other.outcomes)
 
 
 def score(
-    cases: Iterable[Case], sigs: SignatureSet | None = None, disabled: frozenset[int] = frozenset()
+    cases: Iterable[Case],
+    sigs: SignatureSet | None = None,
+    disabled: frozenset[int] = frozenset(),
+    model: LinearModel | None = None,
 ) -> Score:
-    """Diagnose every case (with `sigs` only, and without the exception families `disabled`)."""
+    """Diagnose every case (with `sigs` only, without the exception families `disabled`): the
+    rules' answers with their paths and the model's features, then the answer diagnose gives
+    with the shipped calibration and `model` (default: the shipped one)."""
     result = Score()
-    with tempfile.TemporaryDirectory(prefix="pm-corpus-") as tmp, without_families(disabled):
+    calib = load_calibration()
+    model = model if model is not None else current_model()
+    with (
+        tempfile.TemporaryDirectory(prefix="pm-corpus-") as tmp,
+        without_families(disabled),
+        using_model(LinearModel()),  # the rules alone; the model is applied below
+    ):
         folder = Path(tmp)
         for case in cases:
-            d, _ = diagnose_case(case.excerpt, folder, sigs)
+            d, ranks = diagnose_case(case.excerpt, folder, sigs)
             raw = d.closest or d.category
-            result.outcomes.append(Outcome(case, d.category, raw, d.decided_by))
+            rules = Outcome(case, d.category, raw, d.decided_by, tuple(features(ranks)))
+            result.outcomes.append(rules.under(calib, model))
     return result
+
+
+def train_model(outcomes: Sequence[Outcome], threshold: float, *, basis: str = "") -> LinearModel:
+    """A multinomial logistic regression over the outcomes' binary features (those seen in two
+    cases at least), by plain gradient descent from zero (deterministic: the same corpus gives
+    the same weights), L2-regularised; weights under PRUNE dropped."""
+    import numpy as np  # the bench's only; the product reads the JSON
+
+    cats = tuple(c for c in CATEGORIES if any(o.case.label == c for o in outcomes))
+    seen: Counter[str] = Counter(f for o in outcomes for f in set(o.feats))
+    vocab = sorted(f for f, n in seen.items() if n >= 2)
+    index = {f: i for i, f in enumerate(vocab)}
+    x = np.zeros((len(outcomes), len(vocab) + 1))
+    x[:, -1] = 1.0
+    y = np.zeros((len(outcomes), len(cats)))
+    for i, o in enumerate(outcomes):
+        for f in o.feats:
+            if f in index:
+                x[i, index[f]] = 1.0
+        y[i, cats.index(o.case.label)] = 1.0
+    w = np.zeros((x.shape[1], len(cats)))
+    n = max(len(outcomes), 1)
+    for _ in range(TRAIN_STEPS):
+        z = x @ w
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        w -= TRAIN_RATE * (x.T @ (p - y) / n + TRAIN_L2 * w / n)
+    weights = {
+        f: tuple(float(v) for v in w[i])
+        for f, i in index.items()
+        if float(np.abs(w[i]).max()) >= PRUNE
+    }
+    return LinearModel(
+        categories=cats,
+        bias=tuple(float(v) for v in w[-1]),
+        weights=weights,
+        threshold=threshold,
+        basis=basis,
+    )
+
+
+TRAIN_STEPS = 300
+TRAIN_RATE = 2.5
+TRAIN_L2 = 1.0
+PRUNE = 0.01
 
 
 # -- provenance and leave-one-source-out -------------------------------------------------------
@@ -290,13 +355,52 @@ def loso(prov: Provenance, cases: Sequence[Case] | None = None) -> dict[str, Sco
             continue
         off_sigs, off_fams = prov.rules_of_only(fam)
         kept = SignatureSet([c for c in sigs if c.id not in off_sigs])
-        out[fam] = score(mine, kept, off_fams)
+        out[fam] = score(mine, kept, off_fams, model=LinearModel())
     return out
 
 
 def raw(s: Score) -> Score:
-    """The answers with nothing withheld."""
+    """The rules' answers with nothing withheld and no model."""
     return s.under(Calibration())
+
+
+def choose_model(
+    loso_scores: dict[str, Score],
+    per: dict[str, Calibration],
+    train_rows: Sequence[Outcome],
+    *,
+    wrong_target: float,
+) -> tuple[LinearModel, dict[str, LinearModel]]:
+    """The shipped model (trained on every train case) and one per family trained without its
+    cases; the threshold is the lowest that keeps the wrong answers of the train split's
+    leave-one-source-out (rules, calibration and the family's own model) at or under
+    `wrong_target`."""
+    split_date = cutoff()
+    train = {
+        fam: [o for o in s.outcomes if split_of(o.case, split_date) == "train"]
+        for fam, s in loso_scores.items()
+    }
+    fold_models = {
+        fam: train_model([o for o in train_rows if family_of(o.case) != fam], 1.1) for fam in train
+    }
+    chosen = 1.1
+    # from 0.5 up: the answer must be likelier than all the others together (the train split
+    # gives the model few cases to err on, so its threshold alone would be thinly supported)
+    for t in [x / 100 for x in range(50, 100, 5)]:
+        judged = [
+            o.under(per[fam], replace(fold_models[fam], threshold=t))
+            for fam, os in train.items()
+            for o in os
+        ]
+        if sum(o.wrong for o in judged) <= wrong_target * len(judged):
+            chosen = t
+            break
+    basis = (
+        f"trained on the {len(train_rows)} train cases of tests/fixtures/postmortem-corpus; "
+        "threshold from the train split's leave-one-source-out"
+    )
+    shipped = train_model(train_rows, chosen, basis=basis)
+    return shipped, {f: replace(m, threshold=chosen) for f, m in fold_models.items()}
 
 
 def calibrate(

@@ -27,6 +27,7 @@ from orchestrator.postmortem.blame import (
 from orchestrator.postmortem.calibration import load_calibration
 from orchestrator.postmortem.exit_rules import earliest, exit_hits, failed_exit
 from orchestrator.postmortem.families import classify, exception_of, family_index
+from orchestrator.postmortem.learned import Opinion, opinion
 from orchestrator.postmortem.model import (
     PHASES,
     Diagnosis,
@@ -203,6 +204,14 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         and confidence < calib.threshold
     ):
         closest, category = category, "unknown"
+    # The second opinion (learned.py): only where the rules named nothing, never `ready`.
+    # Only where nothing points at a rank: a root the blame found (a signature, a rank that
+    # died silently while the others echoed) is not overruled by words.
+    asked = category == "unknown" and not ready and root is None
+    second = opinion(ranks) if asked else None
+    if second is not None:
+        category, closest = second.category, None
+        path, confidence = f"model:{second.category}", second.probability
     if category == "ready":
         outcome = "ready"
     elif category != "unknown":
@@ -265,7 +274,13 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         confidence=round(confidence, 3) if confidence is not None else None,
         closest=closest,
         decided_by=path,
-        named_by=named_by(path, root, sigs) if path is not None and root is not None else "",
+        named_by=(
+            _model_words(second)
+            if second is not None
+            else named_by(path, root, sigs)
+            if path is not None and root is not None
+            else ""
+        ),
         no_failure=no_failure,
     )
     return diagnosis.model_copy(update={"verdict": _verdict(diagnosis, root, ranks, sigs, roles)})
@@ -307,6 +322,21 @@ def named_by(path: str, root: Candidate, sigs: SignatureSet) -> str:
     if head == "family":
         return f"the exception's family ({root.title}){at}"
     return f"the boot's shape ({head}){at}"
+
+
+def _model_words(said: Opinion) -> str:
+    lines = ", ".join(e.where for e in said.lines)
+    return f"the model (learned.py), from lines {lines}" if lines else "the model (learned.py)"
+
+
+def _model_line(d: Diagnosis, ranks: Sequence[RankFacts]) -> str:
+    """The text of the first line the model's answer rests on."""
+    where = d.named_by.rpartition("from lines ")[2].split(", ")[0]
+    for r in ranks:
+        for ev in (*r.exceptions, *(h.evidence for h in r.hits), r.last_line):
+            if ev is not None and ev.where == where:
+                return ev.text
+    return ""
 
 
 def _no_failure(ranks: Sequence[RankFacts]) -> NoFailure:
@@ -506,6 +536,13 @@ def _verdict(
             f"Ready: the boot reached serving{said}. No failure signature matched in "
             f"{plural(len(ranks), 'rank')}' logs ({total_lines} lines); warnings that healthy "
             f"boots print are not failures.{stopped}"
+        )
+    if d.decided_by is not None and d.decided_by.startswith("model:"):
+        return (
+            f"Probably {d.category} (named by the model, probability {d.confidence:.0%}; no "
+            f"signature or exception family names it): {d.named_by}. "
+            + (f'The deciding line: "{short(_model_line(d, ranks), 200)}". ' if ranks else "")
+            + "Check that line before changing the recipe."
         )
     if root is None:
         why = (

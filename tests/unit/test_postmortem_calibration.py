@@ -16,6 +16,7 @@ from orchestrator.cli.main import main
 from orchestrator.postmortem import postmortem_logs
 from orchestrator.postmortem.calibration import Calibration, counts, load_calibration
 from orchestrator.postmortem.families import FAMILIES, classify, exception_of
+from orchestrator.postmortem.learned import NEVER, LinearModel, _shipped_model, using_model
 from orchestrator.postmortem.signatures import (
     TRACKER_FAMILIES,
     Signature,
@@ -204,3 +205,44 @@ def test_the_shipped_signatures_come_back_from_the_cache_and_a_change_is_never_s
     memory.write_text(memory.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     sig_mod._shipped(sorted(folder.glob("*.yaml")))
     assert len(list((tmp_path / "cache" / "cluster").glob("*.pickle"))) == 2
+
+
+def _toy_model(best: str) -> LinearModel:
+    return LinearModel(
+        categories=("out-of-memory", "ready", "unknown"),
+        bias=(0.0, 0.0, 0.0),
+        weights={"l=frobnicated": (5.0, 0.0, 0.0) if best != "ready" else (0.0, 9.0, 0.0)},
+        threshold=0.5,
+    )
+
+
+def test_the_model_speaks_only_where_the_rules_named_nothing_and_says_from_which_lines(
+    tmp_path: Path,
+) -> None:
+    path = _log(tmp_path, HEALTHY_CUT + "the widget was frobnicated\n")
+    with using_model(_toy_model("out-of-memory")):
+        d = postmortem_logs([path])
+        named = postmortem_logs([_log(tmp_path, HEALTHY_CUT + WATCHDOG)])
+    assert d.category == "out-of-memory"
+    assert d.decided_by == "model:out-of-memory"
+    assert d.outcome == "failed"
+    assert d.named_by.startswith("the model (learned.py), from lines ")
+    assert d.named_by.endswith("rank-0.log:4")
+    assert d.confidence is not None and d.confidence >= 0.5
+    assert d.verdict.startswith("Probably out-of-memory (named by the model")
+    assert named.category == "watchdog-timeout"  # a signature decided: the model is not asked
+
+
+def test_the_model_never_answers_ready(tmp_path: Path) -> None:
+    path = _log(tmp_path, HEALTHY_CUT + "the widget was frobnicated\n")
+    with using_model(_toy_model("ready")):
+        d = postmortem_logs([path])
+    assert d.category == "unknown"
+    assert d.outcome == "no-failure"
+
+
+def test_the_shipped_model_loads_with_a_threshold_of_at_least_one_half() -> None:
+    model = _shipped_model()
+    assert model.categories and model.weights
+    assert 0.5 <= model.threshold <= 1.0
+    assert "ready" in NEVER and "unknown" in NEVER

@@ -1,0 +1,180 @@
+"""The second opinion: a small linear model, asked only when the rules name no cause.
+
+When no signature, exception family or boot shape names a category, the words are often still
+telling. This model scores each category by summing learned weights over binary features of
+what the scan already holds (nothing is read again, so it costs nothing on a big log):
+
+    sig=ID      a signature that fired (a symptom, a cascade: a cause would have decided)
+    cls=NAME    the class of an exception a rank raised
+    w=word      a word of an exception line
+    l=word      a word of a rank's last line
+    phase=P     the furthest phase a rank reached
+
+and answers the best category when its probability (softmax) reaches the threshold that kept
+the wrong answers at or under the target on the train split's leave-one-source-out (each
+tracker family scored by a model trained without it). It never answers `ready` (that needs the
+engine's marker) nor `unknown`. Weights, vocabulary and threshold are data (`learned.json`),
+trained from the corpus's train split by one command:
+
+    .venv/bin/python bench/postmortem_corpus.py --calibrate
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from orchestrator.postmortem.families import exception_of
+from orchestrator.postmortem.model import Evidence, RankFacts
+
+MODEL_FILE = Path(__file__).resolve().parent / "learned.json"
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+NEVER = ("ready", "unknown")  # categories the model may learn but never answers
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    categories: tuple[str, ...] = ()
+    bias: tuple[float, ...] = ()
+    weights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # feature -> per category
+    threshold: float = 1.1  # above any probability: a model never trained answers nothing
+    basis: str = ""
+
+    def scores(self, feats: Sequence[str]) -> list[float]:
+        z = list(self.bias)
+        for f in set(feats):
+            w = self.weights.get(f)
+            if w is not None:
+                z = [a + b for a, b in zip(z, w, strict=True)]
+        return z
+
+    def predict(self, feats: Sequence[str]) -> tuple[str, float] | None:
+        """The best answerable category and its probability, or None (no model, nothing)."""
+        if not self.categories:
+            return None
+        z = self.scores(feats)
+        top = max(z)
+        exp = [math.exp(v - top) for v in z]
+        total = sum(exp)
+        best = max(
+            (i for i, c in enumerate(self.categories) if c not in NEVER),
+            key=lambda i: z[i],
+            default=None,
+        )
+        if best is None:
+            return None
+        return self.categories[best], exp[best] / total
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "basis": self.basis,
+            "threshold": self.threshold,
+            "categories": list(self.categories),
+            "bias": [round(b, 4) for b in self.bias],
+            "weights": {f: [round(x, 4) for x in w] for f, w in sorted(self.weights.items())},
+        }
+
+
+def from_json(raw: dict[str, object]) -> LinearModel:
+    cats = raw.get("categories")
+    bias = raw.get("bias")
+    weights = raw.get("weights")
+    threshold = raw.get("threshold")
+    if not (isinstance(cats, list) and isinstance(bias, list) and isinstance(weights, dict)):
+        return LinearModel()
+    return LinearModel(
+        categories=tuple(str(c) for c in cats),
+        bias=tuple(float(b) for b in bias),
+        weights={str(f): tuple(float(x) for x in w) for f, w in weights.items()},
+        threshold=float(threshold) if isinstance(threshold, (int, float)) else 1.1,
+        basis=str(raw.get("basis", "")),
+    )
+
+
+_OVERRIDE: list[LinearModel] = []
+
+
+@contextmanager
+def using_model(model: LinearModel) -> Iterator[None]:
+    """Within the block, diagnose asks `model` (the leave-one-source-out bench). Not for product."""
+    _OVERRIDE.append(model)
+    try:
+        yield
+    finally:
+        _OVERRIDE.pop()
+
+
+def current_model() -> LinearModel:
+    return _OVERRIDE[-1] if _OVERRIDE else _shipped_model()
+
+
+@cache
+def _shipped_model() -> LinearModel:
+    try:
+        raw = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return LinearModel()
+    return from_json(raw) if isinstance(raw, dict) else LinearModel()
+
+
+def features(ranks: Sequence[RankFacts]) -> dict[str, list[Evidence]]:
+    """Every feature of the boot, with the lines it came from (for `named_by`)."""
+    out: dict[str, list[Evidence]] = {}
+
+    def add(f: str, ev: Evidence | None) -> None:
+        lines = out.setdefault(f, [])
+        if ev is not None and ev not in lines:
+            lines.append(ev)
+
+    for r in ranks:
+        add(f"phase={r.phase}", None)
+        for h in r.hits:
+            add(f"sig={h.signature}", h.evidence if h.via == "log" else None)
+        for ev in r.exceptions:
+            raised = exception_of(ev.text)
+            if raised is not None:
+                add(f"cls={raised.name}", ev)
+            for word in _WORD.findall(ev.text):
+                add(f"w={word.lower()}", ev)
+        if r.last_line is not None:
+            for word in _WORD.findall(r.last_line.text):
+                add(f"l={word.lower()}", r.last_line)
+    return out
+
+
+@dataclass(frozen=True)
+class Opinion:
+    category: str
+    probability: float
+    lines: tuple[Evidence, ...]  # the lines whose features pulled most towards it
+
+
+def opinion(ranks: Sequence[RankFacts], model: LinearModel | None = None) -> Opinion | None:
+    """The model's answer when it clears its threshold, else None."""
+    model = model or current_model()
+    if not model.categories:
+        return None
+    feats = features(ranks)
+    said = model.predict(list(feats))
+    if said is None or said[1] < model.threshold:
+        return None
+    category, p = said
+    k = model.categories.index(category)
+    pulls: dict[tuple[str, int], float] = {}
+    by_key: dict[tuple[str, int], Evidence] = {}
+    for f, lines in feats.items():
+        w = model.weights.get(f)
+        if w is None or w[k] <= 0:
+            continue
+        for ev in lines:
+            key = (ev.file, ev.line)
+            by_key[key] = ev
+            pulls[key] = pulls.get(key, 0.0) + w[k]
+    best = sorted(sorted(pulls, key=lambda key: -pulls[key])[:2])
+    return Opinion(category, p, tuple(by_key[key] for key in best))
