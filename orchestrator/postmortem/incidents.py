@@ -112,7 +112,9 @@ def explain(d: Diagnosis, h: ServingHistory) -> Diagnosis:
     if ended.exit_code is not None or ended.oom_killed:
         how = " (OOMKilled)" if ended.oom_killed else f" (exit code {ended.exit_code})"
     signal = f", signal {ended.signal}" if ended.signal else ""
-    last = f" Its last line: {short(ended.last_lines[-1], 200)}" if ended.last_lines else ""
+    last = ""
+    if ended.last_lines and ended.last_lines[-1].strip()[:60] not in ended.message:
+        last = f" Its last line: {short(ended.last_lines[-1], 200)}"
     why = f" Its log says: {own.title}." if found and own is not None else ""
     change = _CHANGE.get(kind, _CHANGE["RANK_DIED"])
     verdict = (

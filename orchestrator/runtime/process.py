@@ -50,7 +50,9 @@ class ProcessRuntime:
         (out / "spec.json").write_text(
             json.dumps({"argv": list(spec.argv), "labels": dict(spec.labels)}, indent=2)
         )
-        env = {**os.environ, **spec.env}
+        # CLUSTER_SIM_NODE_DIR: where a simulated rank keeps its node's own memory reading
+        # (simulator/nodeview.py: the eight nodes here share one machine's /proc/meminfo).
+        env = {**os.environ, **spec.env, "CLUSTER_SIM_NODE_DIR": str(out)}
         # start_new_session: its own process group and session, so Ctrl-C or the controller's
         # death never reaches it (DOMAIN.md: ranks must not be owned by a login session).
         subprocess.Popen(
@@ -155,7 +157,10 @@ class ProcessRuntime:
         }
 
     async def sample(self, spec: RankSpec) -> NodeSample:
-        mem = parse_meminfo(Path("/proc/meminfo").read_text())
+        node_view = self.rank_dir(spec) / "node-meminfo"  # simulator/nodeview.py
+        mem = parse_meminfo(
+            node_view.read_text() if node_view.exists() else Path("/proc/meminfo").read_text()
+        )
         rchar = read_bytes = 0
         pids = self._pids(spec)
         if pids is not None:

@@ -19,7 +19,9 @@ so name the rank):
     drop-peer[:at=PHASE]                    this rank's rendezvous socket is reset; the rank hangs
     slow-serve=SECONDS[:after=S]            rank 0: every request waits SECONDS more (a slow canary)
     leak=RATE[:after=S][:max=SIZE]          the rank allocates and touches RATE (e.g. 50MB/s) up to
-                                            max (default 1GiB): a leak on its node
+                                            max (default 1GiB): a leak on its node (on the
+                                            built-in cluster, modelled in that node's own
+                                            reading instead: simulator/nodeview.py)
 
 The `serving` phase is after READY: `exit-at=serving:after=30` dies 30 s after the group serves
 (RANK_DIED), `hang-at=serving:after=30` on rank 0 wedges it (the process lives, /health says 200,

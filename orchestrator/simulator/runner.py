@@ -37,6 +37,7 @@ from orchestrator.simulator.faults import (
     SignatureContext,
     signature_for,
 )
+from orchestrator.simulator.nodeview import node_view_dir, write_node_view
 from orchestrator.simulator.rendezvous import (
     Group,
     PeerLost,
@@ -143,6 +144,7 @@ class Rank:
     child: ReaderChild | None = field(default=None, init=False)
     child_pid: int | None = field(default=None, init=False)
     serving: bool = field(default=False, init=False)
+    _leaked_bytes: int = field(default=0, init=False)  # a modelled leak (simulator/nodeview.py)
     kv_started: float = field(default_factory=time.monotonic, init=False)
     _warned_store: bool = field(default=False, init=False)
     _state: ServeState | None = field(default=None, init=False)
@@ -539,14 +541,25 @@ class Rank:
         elif fault.action == "slow-serve" and self._state is not None:
             self._state.extra_delay = fault.delay or 0.0
         elif fault.action == "leak" and fault.rate and fault.size:
-            # Real pages, touched: the node's MemAvailable really falls (bounded by max=).
-            held = sum(len(b) for b in leaked)
+            held = sum(len(b) for b in leaked) + self._leaked_bytes
             step = min(int(fault.rate / 4), fault.size - held)  # checked every 0.25 s
-            if step > 0:
-                chunk = bytearray(step)
-                for i in range(0, step, 4096):
-                    chunk[i] = 1
-                leaked.append(chunk)
+            if step <= 0:
+                return
+            view = node_view_dir()
+            if view is not None:
+                # The built-in cluster: eight "nodes" share one machine, so real pages would
+                # lower all eight readings alike, which no real cluster does. This node's
+                # reading is modelled instead (simulator/nodeview.py): the machine's at the
+                # leak's start, less what this rank has leaked.
+                self._leaked_bytes += step
+                write_node_view(view, self._leaked_bytes)
+                return
+            # A container of its own (the netns testbed, a real node): real pages, touched,
+            # so the node's MemAvailable really falls (bounded by max=).
+            chunk = bytearray(step)
+            for i in range(0, step, 4096):
+                chunk[i] = 1
+            leaked.append(chunk)
 
 
 def describe(rank: Rank) -> str:

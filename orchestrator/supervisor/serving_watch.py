@@ -222,12 +222,13 @@ class ServingWatch:
                     self._published_at = now
                 if incident is None:
                     continue
+                named_at = now  # the record's time: when it was named, before drain and wait
                 await self._sleep(self.cfg.drain_s)  # the other ranks' exits and last lines
                 incident = self._judge() or incident
                 if self.halt.is_set() or self._stopped_by_operator():
                     return None
                 final = await self._decide(incident)
-                self._record(incident, final=final)
+                self._record(incident, final=final, named_at=named_at)
                 if final:
                     ended = incident
                     return incident
@@ -266,7 +267,7 @@ class ServingWatch:
             if self.halt.is_set():
                 return True
 
-    def _record(self, f: Finding, *, final: bool) -> None:
+    def _record(self, f: Finding, *, final: bool, named_at: float | None = None) -> None:
         r = self.sup.state.rank(f.rank) if f.rank is not None else None
         why = self._final_reason
         incident = Incident(
@@ -280,6 +281,7 @@ class ServingWatch:
             oom_killed=r.oom_killed if r is not None else False,
             last_lines=r.last_lines[-10:] if r is not None else (),
             final=final,
+            **({"ts": named_at} if named_at is not None else {}),
         )
         self.run.append_event(incident)
         self.serving.incidents.append(f)
