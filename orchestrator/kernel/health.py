@@ -18,7 +18,7 @@ from orchestrator.errors import ClusterError
 from orchestrator.kernel.collect import since
 from orchestrator.kernel.command import argv, parse_answer, position_of
 from orchestrator.kernel.model import KernelHealth
-from orchestrator.kernel.read import events, parse_lines
+from orchestrator.kernel.read import family_events
 from orchestrator.models.inventory import Node
 from orchestrator.transport import Transport
 
@@ -100,7 +100,7 @@ def recent_counts(health: KernelHealth, stdout: str, now: float) -> KernelHealth
         body, _ = since(body, max(0.0, uptime - RECENT_S))
     found = [
         ev
-        for ev in events(parse_lines(body.decode("utf-8", errors="replace")))
+        for ev in family_events(body.decode("utf-8", errors="replace"))
         if ev.family in ("xid", "aer") or (ev.family == "link" and ev.cause)
     ]
     return health.model_copy(

