@@ -167,6 +167,11 @@ async def collect_kernel_logs(
     earlier collection wrote, and `cluster stop` reads them once they answer."""
     started = time.time()
     skip = skip or {}
+    said = set()  # nodes whose missing privilege was already said (at boot start): once a run
+    for node in transports:
+        old = read_window(run, node)
+        if old is not None and old.position.source == "denied":
+            said.add(node)
     tasks = {
         node: asyncio.ensure_future(_one(run, node, t, deadline_s, max_bytes))
         for node, t in transports.items()
@@ -206,5 +211,5 @@ async def collect_kernel_logs(
             write_window(run, windows[node])
         except OSError as exc:
             log.warning("kernel window not written", node=node, error=str(exc))
-    say_denied(windows, "collecting")
+    say_denied({n: w for n, w in windows.items() if n not in said}, "collecting")
     return windows
