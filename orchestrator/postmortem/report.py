@@ -39,6 +39,13 @@ def _title(d: Diagnosis) -> str:
     return f"postmortem: {what} ({extra})"
 
 
+def _rank_sure(d: Diagnosis) -> str:
+    """The category's confidence is measured; the blame's (which rank) is said beside it when
+    it is not high."""
+    rc = d.root_cause
+    return f" (rank: {rc.confidence})" if rc is not None and rc.confidence != "high" else ""
+
+
 def _clip(text: str, limit: int) -> str:
     text = harmless(" ".join(text.split()))  # a log's ESC/OSC never reaches the terminal
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -74,15 +81,27 @@ def render_rich(d: Diagnosis) -> RenderableType:
     head = Text()
     head.append("category ", style="dim")
     head.append(d.category, style="bold")
+    if d.closest is not None:
+        head.append(f" (closest: {d.closest})")
+    head.append("   outcome ", style="dim")
+    head.append(d.outcome)
     if d.root_cause is not None:
         head.append("   first failing rank ", style="dim")
         head.append(str(d.root_cause.rank), style="bold red")
+    if d.confidence is not None:
+        head.append("   confidence ", style="dim")
+        head.append(f"{d.confidence:.2f}{_rank_sure(d)}")
+    elif d.root_cause is not None:
         head.append("   confidence ", style="dim")
         head.append(d.root_cause.confidence)
+    named = Text()
+    if d.named_by:
+        named.append("named by ", style="dim")
+        named.append(harmless(d.named_by))
     style = "green" if d.category == "ready" else "red"
     parts.append(
         Panel(
-            Group(head, Text(""), Text(d.verdict)),
+            Group(head, named, Text(""), Text(d.verdict)),
             title=escape(_title(d)),
             title_align="left",
             border_style=style,
@@ -182,9 +201,17 @@ def _ev_md(ev: Evidence) -> str:
 def render_markdown(d: Diagnosis) -> str:
     out: list[str] = [f"# {_title(d)}", ""]
     facts = [f"**Category:** `{d.category}`"]
+    if d.closest is not None:
+        facts.append(f"**closest:** `{d.closest}`")
+    facts.append(f"**outcome:** {d.outcome}")
     if d.root_cause is not None:
         facts.append(f"**first failing rank:** {d.root_cause.rank}")
+    if d.confidence is not None:
+        facts.append(f"**confidence:** {d.confidence:.2f}{_rank_sure(d)}")
+    elif d.root_cause is not None:
         facts.append(f"**confidence:** {d.root_cause.confidence}")
+    if d.named_by:
+        facts.append(f"**named by:** {_cell(d.named_by)}")
     out += [" · ".join(facts), "", d.verdict, ""]
 
     out += ["## Ranks", "", "| rank | node | role | last phase | exit | OOMKilled | last line |"]
