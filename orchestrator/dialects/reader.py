@@ -71,9 +71,29 @@ def keyword_pattern(words: Iterable[str]) -> str:
     return "(?:" + "|".join(alts) + ")" + ("?" if ends else "")
 
 
+# The characters most frequent in log text, most frequent first.
+_COMMON = " etaoinsrhdlcum0123456789.,:-/[]"
+
+
+def anchor(keyword: str) -> str:
+    """The part of `keyword` the prefilter looks for: from its rarest character on, at least 4
+    characters (`kpoint shards` for `checkpoint shards`). A line holding the keyword holds its
+    anchor; `re` tests a position further only when its character can start an anchor, so
+    anchors that start with rare characters let it pass over most of ordinary chatter."""
+    if len(keyword) <= 4:
+        return keyword
+
+    def weight(i: int) -> int:
+        c = keyword[i]
+        return len(_COMMON) - _COMMON.index(c) if c in _COMMON else 0
+
+    return keyword[min(range(len(keyword) - 3), key=lambda i: (weight(i), i)) :]
+
+
 # One pass that rejects ordinary chatter before any milestone pattern runs: the supervisor
-# parses thousands of lines a second per rank, and almost none of them mark anything.
-_ANY = re.compile(keyword_pattern(m.keyword for m in _WATCHED))
+# parses thousands of lines a second per rank, and almost none of them mark anything. It may
+# let through a line that holds an anchor but no keyword: `parse_line` decides.
+_ANY = re.compile(keyword_pattern(anchor(m.keyword) for m in _WATCHED))
 
 
 def may_mark(text: str) -> bool:
