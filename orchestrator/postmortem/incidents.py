@@ -114,12 +114,13 @@ def explain(d: Diagnosis, h: ServingHistory) -> Diagnosis:
     signal = f", signal {ended.signal}" if ended.signal else ""
     last = ""
     if ended.last_lines and ended.last_lines[-1].strip()[:60] not in ended.message:
-        last = f" Its last line: {short(ended.last_lines[-1], 200)}"
+        last = f" Its last line: {short(ended.last_lines[-1], 200).rstrip('.')}."
     why = f" Its log says: {own.title}." if found and own is not None else ""
     change = _CHANGE.get(kind, _CHANGE["RANK_DIED"])
     verdict = (
         f"{kind} ({serving_category}{signal}): rank {ended.rank}"
-        f"{how}{_served(h, ended.ts)}, at {clock(ended.ts)}: {short(ended.message, 300)}."
+        f"{how}{_served(h, ended.ts)}, at {clock(ended.ts)}: "
+        f"{short(ended.message, 300).rstrip('.')}."
         f"{last}{why}{_attempts(h)} What to change: {change}."
     )
     # The died rank's last line, where the logs' reading found it (file and line number).
