@@ -197,13 +197,13 @@ def build_layered(tb: Testbed, work: Path, mb: int) -> dict[str, Any]:
     tops = [work / "top1" / "x", work / "top2" / "x"]
     for t in tops:
         t.mkdir(parents=True)
-    # Move ~10% of an image's bytes into each top layer (files no larger than a twentieth of
-    # that, alternating, so both tops are alike and neither overshoots).
+    # Move ~10% of an image's bytes into each top layer: largest files first, each into the
+    # emptier top while it fits, so both tops end close to the share and alike.
     moved, want = [0, 0], content // 11  # top / (content - the other top) = 10%
-    for f in files:
+    for f in sorted(files, key=lambda p: p.stat().st_size, reverse=True):
         size = f.stat().st_size
         k = 0 if moved[0] <= moved[1] else 1
-        if size > want // 20 or moved[k] + size > want:
+        if moved[k] + size > want:
             continue
         moved[k] += size
         shutil.move(str(f), tops[k] / f.name)

@@ -250,3 +250,38 @@ def test_status_rows_say_present_missing_layers_and_bytes_per_node():
     assert r["n2"].layers_missing == 2 and r["n2"].bytes_missing == 1200
     assert r["n2"].partial is False and "containerd" in (r["n2"].note or "")
     assert not r["n3"].reachable and r["n3"].error == "ssh: timeout"
+
+
+def test_the_push_plan_carries_the_layer_plan_of_its_targets_only():
+    from orchestrator.images.model import NodeState, Source, SourceImage
+    from orchestrator.images.plan import plan_push
+    from orchestrator.probes.image import ImageFacts, ImageIdentity, ImageStore
+
+    want = "sha256:" + "e" * 64
+    new_top = "sha256:" + "f" * 64
+    src = SourceImage(
+        source=Source(),
+        reference="img:2",
+        identity=ImageIdentity(config_digest=want),
+        os="linux",
+        architecture="arm64",
+        layers=(BASE, new_top),
+    )
+    store = ImageStore(reachable=True, driver="overlay2", kind=GRAPH, architecture="arm64")
+    holder = ImageFacts(reference="img:2", present=True, id=want, os="linux", architecture="arm64")
+    states = [
+        NodeState(node="n0", rank=0, reachable=True, store=store, held=_held([BASE])),
+        NodeState(
+            node="n1",
+            rank=1,
+            reachable=True,
+            store=store,
+            image=holder,
+            held=_held([BASE, new_top]),
+        ),
+        NodeState(node="n2", rank=2, reachable=True, store=store, held=_held([BASE, TOP])),
+    ]
+    plan = plan_push("img:2", src, states)
+    assert plan.targets == ("n0", "n2") and plan.skipped == ("n1",)
+    assert plan.layers is not None and plan.layers.drop == (BASE,)
+    assert [n.node for n in plan.layers.nodes] == ["n0", "n2"]
