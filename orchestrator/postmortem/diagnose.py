@@ -9,6 +9,7 @@ reached serving is `ready`; one that simply stopped is `unknown`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from orchestrator.postmortem.blame import (
@@ -26,7 +27,14 @@ from orchestrator.postmortem.blame import (
 )
 from orchestrator.postmortem.calibration import load_calibration
 from orchestrator.postmortem.exit_rules import earliest, exit_hits, failed_exit
-from orchestrator.postmortem.families import classify, exception_of, family_index
+from orchestrator.postmortem.families import (
+    ARG_CHECK_FRAMES,
+    FAMILIES,
+    classify,
+    exception_of,
+    family_index,
+    holding,
+)
 from orchestrator.postmortem.learned import Opinion, opinion
 from orchestrator.postmortem.model import (
     PHASES,
@@ -109,6 +117,10 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
 
     suspects = candidates(ranks, hits, sigs, failed)
     root = min(suspects, key=lambda c: c.key()) if suspects else None
+    refused_for: list[str] = []
+    if root is not None:
+        _engine_by_frames(root, ranks, sigs)
+        refused_for = _who_refused(root, ranks)
     if root is None and failed:
         root = from_consequences(ranks, hits, sigs, failed)
     if root is None or root.category == "unknown":
@@ -283,7 +295,77 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         ),
         no_failure=no_failure,
     )
-    return diagnosis.model_copy(update={"verdict": _verdict(diagnosis, root, ranks, sigs, roles)})
+    words = _verdict(diagnosis, root, ranks, sigs, roles, refused_for)
+    return diagnosis.model_copy(update={"verdict": words})
+
+
+_ENGINE_FRAMES = (("/sglang/", "sglang"), ("/vllm/", "vllm"))
+
+
+def _engine_by_frames(root: Candidate, ranks: Sequence[RankFacts], sigs: SignatureSet) -> None:
+    """A signature whose category depends on the engine (gloo's monitoredBarrier is SGLang's
+    post-load barrier inside SGLang's scheduler, a transport timeout elsewhere), on a log whose
+    lines name no engine: the traceback frames do (`.../sglang/srt/managers/scheduler.py`)."""
+    if root.signature is None or any(r.engine for r in ranks):
+        return
+    by_engine = sigs.by_id[root.signature].sig.engine_category
+    if not by_engine:
+        return
+    frames = " ".join(f for r in ranks for f in r.exception_frames)
+    seen = {engine for needle, engine in _ENGINE_FRAMES if needle in frames}
+    if len(seen) == 1:
+        engine = seen.pop()
+        root.category = by_engine.get(engine, sigs.by_id[root.signature].sig.category)
+
+
+_ARG_CHECKS = re.compile(ARG_CHECK_FRAMES)
+
+
+def _who_refused(root: Candidate, ranks: Sequence[RankFacts]) -> list[str]:
+    """A refusal that names the GPU, raised by the engine's argument checks at start-up (not a
+    kernel at run time), is the validator's: the flag is what to change. Returns the category
+    the words alone gave (the verdict says both), or nothing."""
+    if root.category != "unsupported-arch-kernel" or not root.evidence:
+        return []
+    facts = next((r for r in ranks if r.rank == root.rank), None)
+    ev = root.evidence[0]
+    if facts is None or ev not in facts.exceptions:
+        return []
+    i = facts.exceptions.index(ev)
+    frames = facts.exception_frames[i] if i < len(facts.exception_frames) else ""
+    raised = exception_of(ev.text)
+    if raised is None or raised.name not in _REFUSALS or not _ARG_CHECKS.search(frames):
+        return []
+    root.category = "config-validator-refusal"
+    return ["unsupported-arch-kernel"]
+
+
+_REFUSALS = frozenset(
+    {"ValueError", "NotImplementedError", "AssertionError", "VLLMValidationError", "TypeError"}
+)
+
+
+def split_reading(root: Candidate, ranks: Sequence[RankFacts]) -> list[str]:
+    """Other categories the deciding exception line also reads as (medium families only): the
+    evidence is split, and the verdict says both (a refusal that names the GPU)."""
+    if root.signature is not None or root.strength != 1 or not root.evidence:
+        return []
+    facts = next((r for r in ranks if r.rank == root.rank), None)
+    ev = root.evidence[0]
+    if facts is None or ev not in facts.exceptions:
+        return []
+    i = facts.exceptions.index(ev)
+    frames = facts.exception_frames[i] if i < len(facts.exception_frames) else ""
+    raised = exception_of(ev.text)
+    if raised is None:
+        return []
+    return list(
+        dict.fromkeys(
+            FAMILIES[k].category
+            for k in holding(raised, frames)
+            if FAMILIES[k].confidence == "medium" and FAMILIES[k].category != root.category
+        )
+    )
 
 
 def deciding_path(root: Candidate, ranks: Sequence[RankFacts]) -> str:
@@ -516,6 +598,7 @@ def _verdict(
     ranks: Sequence[RankFacts],
     sigs: SignatureSet,
     roles: Mapping[int, str],
+    refused_for: Sequence[str] = (),
 ) -> str:
     total_lines = sum(r.lines for r in ranks)
     if d.category == "ready":
@@ -612,6 +695,12 @@ def _verdict(
         parts.append("Change: " + "; ".join(rendered) + ".")
     elif root.signature is not None:
         parts.append("What to do: " + first_sentence(sigs.by_id[root.signature].sig.remedy))
+    also = list(refused_for) or split_reading(root, ranks)
+    if also and d.category not in ("unknown", "ready"):
+        parts.append(
+            f"The evidence is split: the same line also reads as {' or '.join(also)}; "
+            f"{d.category} because of who raised it (the frames and the class)."
+        )
     if root.confidence == "low":
         parts.append(f"Confidence is low: {root.reason}.")
     return " ".join(parts)

@@ -109,6 +109,13 @@ _WEIGHT_WORDS = (
     r"\bconsolidated\b|weight_map"
 )
 
+# the engines' argument and config checks (vLLM arg_utils / config/*.py / platforms/*.py, SGLang
+# server_args.py): an exception raised there is the validator's refusal, whatever it names
+ARG_CHECK_FRAMES = (
+    r"/engine/arg_utils\.py|/server_args\.py|/vllm/config/[a-z_]+\.py|/vllm/config\.py|"
+    r"_verify_[a-z_]+|/platforms/[a-z_]+\.py"
+)
+
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
     _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
@@ -163,8 +170,7 @@ FAMILIES: tuple[Family, ...] = (
         r"^(?:ValueError|NotImplementedError|AssertionError|VLLMValidationError|TypeError)$",
         None,
         "the engine's argument checks (they name the GPU, but the flag is what to change)",
-        frames=r"/engine/arg_utils\.py|/server_args\.py|/vllm/config/[a-z_]+\.py|"
-        r"/vllm/config\.py|_verify_[a-z_]+|/platforms/[a-z_]+\.py",
+        frames=ARG_CHECK_FRAMES,
     ),
     _f(
         "unsupported-arch-kernel",

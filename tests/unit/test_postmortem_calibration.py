@@ -246,3 +246,44 @@ def test_the_shipped_model_loads_with_a_threshold_of_at_least_one_half() -> None
     assert model.categories and model.weights
     assert 0.5 <= model.threshold <= 1.0
     assert "ready" in NEVER and "unknown" in NEVER
+
+
+MONITORED = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/{where}", line 2000, in run
+    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)
+  File "/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py", line 4000, in monitored_barrier
+    return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+RuntimeError: Rank 1 failed to pass monitoredBarrier in 1800000 ms
+"""
+
+
+@pytest.mark.parametrize(
+    ("where", "category"),
+    [
+        ("sglang/srt/managers/scheduler.py", "load-barrier-timeout"),
+        ("mytrainer/train.py", "rendezvous-network"),
+    ],
+)
+def test_a_gloo_monitored_barrier_is_the_post_load_barrier_only_inside_sglang(
+    tmp_path: Path, where: str, category: str
+) -> None:
+    d = postmortem_logs([_log(tmp_path, MONITORED.format(where=where))])
+    assert d.category == category
+    assert d.decided_by == "sig:gloo-monitored-barrier-failed"
+
+
+def test_a_refusal_naming_the_gpu_raised_by_the_argument_checks_is_the_validators(
+    tmp_path: Path,
+) -> None:
+    text = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/{where}", line 1200, in create_engine_config
+    raise ValueError(msg)
+ValueError: The frobnicator attention path is not supported on Blackwell devices
+"""
+    at_start = postmortem_logs([_log(tmp_path, text.format(where="vllm/engine/arg_utils.py"))])
+    assert at_start.category == "config-validator-refusal"
+    assert "also reads as unsupported-arch-kernel" in at_start.verdict
+    in_kernel = postmortem_logs(
+        [_log(tmp_path, text.format(where="vllm/attention/backends/frob.py"))]
+    )
+    assert in_kernel.category == "unsupported-arch-kernel"
