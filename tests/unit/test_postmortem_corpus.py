@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.main import main
+from orchestrator.dialects.reader import PHASE_MARKERS
 from tests.postmortem_corpus import (
     WRONG_TARGET,
     Score,
     calibrate,
     cases_of,
     cutoff,
+    diagnose_case,
     diagnose_excerpt,
     load_cases,
     loso,
@@ -113,3 +115,21 @@ def test_leave_one_source_out_scores_85_percent_with_3_percent_wrong() -> None:
     assert total.accuracy >= 0.85, f"{total.right}/{total.total}"
     assert total.wrong_rate <= 0.03, f"{total.wrong}/{total.total} wrong"
     assert total.failures_called_ready == 0
+
+
+def test_a_ready_case_cut_before_its_ready_line_is_no_failure_never_ready(tmp_path: Path) -> None:
+    # issue 29: success logs cut short before the ready marker: "no failure found", not `ready`
+    # and not a failure (both splits; counted, never named)
+    ready_words = [m.keyword for m in PHASE_MARKERS if m.milestone.value in ("ready", "traffic")]
+    outcomes = []
+    for case in load_cases():
+        if case.label != "ready":
+            continue
+        lines = case.excerpt.split("\n")
+        cut = next((i for i, s in enumerate(lines) if any(k in s for k in ready_words)), 0)
+        if cut:
+            d, _ = diagnose_case("\n".join(lines[:cut]), tmp_path)
+            outcomes.append((d.category, d.outcome))
+    assert len(outcomes) >= 10
+    assert {c for c, _ in outcomes} == {"unknown"}
+    assert {o for _, o in outcomes} == {"no-failure"}
