@@ -13,6 +13,7 @@ from orchestrator.preflight.checks.cluster import PROBE_COMMANDS
 from orchestrator.preflight.judge import judge
 from orchestrator.preflight.model import (
     GIB,
+    NotChecked,
     PreflightLimits,
     PreflightReport,
     PreflightResult,
@@ -29,6 +30,7 @@ __all__ = [
     "CHECKS",
     "GIB",
     "PROBE_COMMANDS",
+    "NotChecked",
     "PreflightLimits",
     "PreflightReport",
     "PreflightResult",
