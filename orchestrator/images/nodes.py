@@ -15,9 +15,11 @@ from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import (
     CHAIN_TOOLS,
     HeldLayers,
+    ImageIdentity,
     image_inspect_probe,
     image_layers_probe,
     image_store_probe,
+    same_image,
 )
 from orchestrator.transport import Transport
 from orchestrator.transport.base import CommandResult
@@ -47,12 +49,10 @@ async def _ask_state(
             run_bounded(transport, inspect_p.argv, timeout_s),
             run_bounded(transport, store_p.argv, timeout_s),
             run_bounded(transport, CHAIN_TOOLS.argv, timeout_s),
-            _held_layers(node, transport, timeout_s),
         )
         image = inspect_p.read(results[0])
         store = store_p.read(results[1])
         tools = CHAIN_TOOLS.read(results[2])
-        held = results[3]
     except ClusterError as exc:
         return NodeState(**base, reachable=False, error=exc.line())
     if not store.reachable:
@@ -62,7 +62,7 @@ async def _ask_state(
             store=store,
             error=f"the docker daemon does not answer: {store.error or 'no server'}",
         )
-    return NodeState(**base, reachable=True, store=store, image=image, tools=tools, held=held)
+    return NodeState(**base, reachable=True, store=store, image=image, tools=tools)
 
 
 async def _held_layers(node: Node, transport: Transport, timeout_s: float) -> HeldLayers | None:
@@ -92,3 +92,25 @@ async def gather_states(
     return await settle_each(
         chosen, lambda n: _ask_state(n, transports[n.name], reference, timeout_s), failed
     )
+
+
+async def with_held_layers(
+    inventory: Inventory,
+    states: Sequence[NodeState],
+    transports: dict[str, Transport],
+    want: ImageIdentity,
+    *,
+    timeout_s: float = 20.0,
+) -> list[NodeState]:
+    """The states, with the layers held by every reachable node that lacks `want` (asked only
+    there, all at once: a re-push where every node holds the image asks nothing more)."""
+    need = [
+        s for s in states if s.reachable and not (s.holds_image and same_image(s.identity, want))
+    ]
+    if not need:
+        return list(states)
+    held = await asyncio.gather(
+        *(_held_layers(inventory.node(s.node), transports[s.node], timeout_s) for s in need)
+    )
+    got = {s.node: h for s, h in zip(need, held, strict=True)}
+    return [s.model_copy(update={"held": got[s.node]}) if s.node in got else s for s in states]

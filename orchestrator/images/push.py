@@ -35,7 +35,7 @@ from orchestrator.images.model import (
     SourceKind,
     TransportFactory,
 )
-from orchestrator.images.nodes import gather_states, run_bounded
+from orchestrator.images.nodes import gather_states, run_bounded, with_held_layers
 from orchestrator.images.plan import choose_mode, compression_pays, plan_push
 from orchestrator.images.pump import _Stream
 from orchestrator.images.readiness import probe_exec_ready
@@ -90,6 +90,14 @@ async def _push(
         inventory, reference, transports, timeout_s=max(10.0, options.connect_timeout_s * 2)
     )
     src = await resolve_source(inventory, reference, source, states)
+    if src.layers:
+        states = await with_held_layers(
+            inventory,
+            states,
+            transports,
+            src.identity,
+            timeout_s=max(10.0, options.connect_timeout_s * 2),
+        )
     plan = plan_push(
         reference,
         src,

@@ -12,7 +12,7 @@ from orchestrator.errors import ClusterError
 from orchestrator.facts import node_transports
 from orchestrator.images.layers import plan_layers
 from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
-from orchestrator.images.nodes import gather_states, run_bounded
+from orchestrator.images.nodes import gather_states, run_bounded, with_held_layers
 from orchestrator.images.source import _controller_node, resolve_source
 from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Inventory
@@ -112,6 +112,7 @@ async def image_status(
             inventory, reference, transports, timeout_s=max(10.0, connect_timeout_s * 2)
         )
         src = await resolve_source(inventory, reference, source, states)
+        states = await with_held_layers(inventory, states, transports, src.identity)
         sizes = await _sizes(inventory, src, transports)
     src = src.model_copy(update={"layer_sizes": sizes})
     rows = await asyncio.to_thread(status_rows, src, states)
