@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from orchestrator.errors import (
     RunStoreError,
 )
 from orchestrator.facts import close_transports, open_transports
+from orchestrator.kernel.hooks import collect_for_run, note_at_boot_start
 from orchestrator.launch import LaunchPlan
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Step
@@ -342,7 +343,11 @@ def _node_silent(exc: BaseException | None) -> bool:
 
 
 async def collect_evidence(
-    run: Run, specs: list[RankSpec], runtime: Runtime, lost: dict[int, str] | None = None
+    run: Run,
+    specs: list[RankSpec],
+    runtime: Runtime,
+    lost: dict[int, str] | None = None,
+    transports: Mapping[str, Transport] | None = None,
 ) -> None:
     """Each rank's exit state and inspect output, kept in its folder (best effort per rank).
     Nodes the supervisor has just found unreachable (`lost`: rank -> reason) are not asked
@@ -363,6 +368,8 @@ async def collect_evidence(
             run.write_json(f"rank-{spec.rank}/evidence-error.json", {"error": exc.line()})
 
     await asyncio.gather(*(one(s) for s in specs))
+    if transports:  # each node's kernel lines since the boot began (bounded; never raises)
+        await collect_for_run(run, transports, specs, lost)
 
 
 def diagnose(run: Run) -> Diagnosis | None:
@@ -511,6 +518,8 @@ async def _boot(
         runtime = DockerRuntime(transports)
     # Also the simulated cluster's (local) transports: vLLM's launch waits on the head's port.
     transports.update(open_transports(inventory, options.connect))
+    if not simulated:  # where each node's kernel log stands: the window the verdict keeps
+        await note_at_boot_start(run, transports)
     specs = rank_specs(plan, inventory)
     url, ready_url = endpoint_of(recipe, inventory)
     supervisor = Supervisor(
@@ -547,7 +556,7 @@ async def _boot(
                 start_deadline_s=start_deadline(recipe.timeouts.connect),
             )
         except StartFailed as exc:
-            await collect_evidence(run, specs, runtime, exc.lost)
+            await collect_evidence(run, specs, runtime, exc.lost, transports)
             write_verdict(run, exc.verdict)
             return BootResult(run, exc.verdict, diagnosis=diagnose(run))
         except ClusterError as exc:
@@ -557,7 +566,7 @@ async def _boot(
                 f"launch stopped: {exc.line()}",
                 advice="nothing was removed; see the run directory",
             )
-            await collect_evidence(run, specs, runtime)
+            await collect_evidence(run, specs, runtime, transports=transports)
             write_verdict(run, verdict)
             return BootResult(run, verdict, diagnosis=diagnose(run))
         _step(run, ui, "supervise")
@@ -567,12 +576,14 @@ async def _boot(
         lock.handover("supervisor")
         verdict = await supervisor.supervise()
         if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
-            await collect_evidence(run, specs, runtime, supervisor.lost_ranks())
+            await collect_evidence(run, specs, runtime, supervisor.lost_ranks(), transports)
         elif verdict.outcome is Outcome.READY and options.smoke:
             from orchestrator.serving_bench.session import smoke_verdict
 
             _step(run, ui, "smoke", f"{url}/v1/chat/completions")
             verdict = await smoke_verdict(run, url, recipe) or verdict
+        if verdict.outcome in (Outcome.READY, Outcome.STOPPED):  # the kernel's window anyway
+            await collect_for_run(run, transports, specs)
         write_verdict(run, verdict, repaired_bytes=supervisor.repaired_bytes)
     finally:
         await close_transports(transports)
@@ -707,9 +718,10 @@ async def _resume(
     _step(run, ui, "resume", f"run {run.id}: {kept_before} bytes already preserved")
     run.append_event(Resumed(bytes_preserved=kept_before))
     try:
+        await collect_for_run(run, transports, ctx.specs)  # what the kernels said meanwhile
         verdict = await supervisor.supervise()
         if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
-            await collect_evidence(run, ctx.specs, runtime, supervisor.lost_ranks())
+            await collect_evidence(run, ctx.specs, runtime, supervisor.lost_ranks(), transports)
     finally:
         await close_transports(transports)
     kept_after = sum(c.bytes_kept for f in supervisor.followers for c in f.cursors.values())

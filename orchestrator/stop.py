@@ -17,6 +17,7 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.facts import close_transports, node_transports
+from orchestrator.kernel.hooks import collect_for_run
 from orchestrator.launch import LABEL_RUN
 from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
@@ -131,6 +132,7 @@ async def stop_run(ctx: RunContext, options: ConnectOptions | None = None) -> St
 
     try:
         await asyncio.gather(*(one(s) for s in ctx.specs))
+        await collect_for_run(ctx.run, transports, ctx.specs)  # each node's kernel window
     finally:
         await close_transports(transports)
     ctx.run.append_event(

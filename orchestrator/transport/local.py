@@ -83,6 +83,14 @@ class LocalTransport(Transport):
                 stdout=out.decode(errors="replace"),
                 stderr=err.decode(errors="replace"),
             ) from None
+        except asyncio.CancelledError:
+            # Cancelled (a `cluster stop` during preflight): end the process and reap it now,
+            # not when its transport is collected after the event loop closed.
+            _kill_group(proc)
+            readers.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(proc.wait(), 2)
+            raise
         return status, out.decode(errors="replace"), err.decode(errors="replace")
 
     async def stream_chunks(
