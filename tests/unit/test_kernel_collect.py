@@ -17,9 +17,9 @@ from orchestrator.kernel.position import note_positions
 from orchestrator.models.inventory import Node
 from orchestrator.runstore import Run, RunStore
 from orchestrator.transport.base import Transport
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from orchestrator.transport.local import LocalTransport
 from tests.engine_lines import by_id
+from tests.fake_transport import FakeReply, FakeTransport
 
 
 def _node(name: str) -> Node:
@@ -74,6 +74,8 @@ def test_a_fixture_file_window_is_exactly_the_bytes_appended_after_the_position(
     assert a.clock is not None and abs(a.clock.offset_s) < 1.0  # the same clock: ~0
     saved = read_window(run, "a")
     assert saved is not None and saved.position.offset_bytes == len(before)
+    # each fixture stands for its node's own kernel: never "one kernel shared by both"
+    assert saved.position.boot_id is None
 
 
 def test_the_window_is_bounded_in_size_keeping_the_newest_whole_lines(
