@@ -132,6 +132,7 @@ class Outcome:
     raw: str = ""  # the rules' category before any withholding (the closest, when withheld)
     path: str | None = None  # the rules' deciding path
     feats: tuple[str, ...] = ()  # the model's features of the case (learned.features)
+    init_done: bool = False  # nothing failed and a rank's distributed init completed
 
     @property
     def right(self) -> bool:
@@ -153,7 +154,9 @@ class Outcome:
             said = model.predict(self.feats)
             if said is not None and said[1] >= model.threshold:
                 got = said[0]
-        return Outcome(self.case, got, self.raw, self.path, self.feats)
+            if got == "rendezvous-network" and self.init_done:  # diagnose's guard
+                got = "unknown"
+        return Outcome(self.case, got, self.raw, self.path, self.feats, self.init_done)
 
 
 def decide(raw: str, path: str | None, calib: Calibration) -> str:
@@ -229,7 +232,8 @@ def score(
         for case in cases:
             d, ranks = diagnose_case(case.excerpt, folder, sigs)
             raw = d.closest or d.category
-            rules = Outcome(case, d.category, raw, d.decided_by, tuple(features(ranks)))
+            done = d.outcome == "no-failure" and any("dist_init" in r.markers for r in ranks)
+            rules = Outcome(case, d.category, raw, d.decided_by, tuple(features(ranks)), done)
             result.outcomes.append(rules.under(calib, model))
     return result
 

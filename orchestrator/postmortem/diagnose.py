@@ -133,7 +133,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     ready = not failed and (
         any(r.phase == "serving" for r in ranks)
         or str(verdict.get("outcome")) == "READY"
-        or nccl_only_up(ranks)
+        # NCCL's `Init COMPLETE` is the ready marker of an NCCL program (nccl-tests), not of an
+        # engine: a boot whose engine had started and whose log ends after it is still booting
+        or (nccl_only_up(ranks) and not any(r.engine or "server_args" in r.markers for r in ranks))
     )
     notes = list(run.notes)
     if run.stopped_at is not None:
@@ -221,6 +223,15 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     # died silently while the others echoed) is not overruled by words.
     asked = category == "unknown" and not ready and root is None
     second = opinion(ranks) if asked else None
+    if (
+        second is not None
+        and second.category == "rendezvous-network"
+        and not failed
+        and any("dist_init" in r.markers for r in ranks)
+    ):
+        # nothing failed and the log itself says the rendezvous completed: a slow boot after
+        # it is not a rendezvous hang (the words of NCCL's init lines are not evidence of one)
+        second = None
     if second is not None:
         category, closest = second.category, None
         path, confidence = f"model:{second.category}", second.probability

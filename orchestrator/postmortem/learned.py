@@ -9,6 +9,7 @@ what the scan already holds (nothing is read again, so it costs nothing on a big
     w=word      a word of an exception line
     l=word      a word of a rank's last line
     phase=P     the furthest phase a rank reached
+    mark=M      a milestone a rank reached (dist_init: its distributed init completed)
 
 and answers the best category when its probability (softmax) reaches the threshold that kept
 the wrong answers at or under the target on the train split's leave-one-source-out (each
@@ -134,6 +135,8 @@ def features(ranks: Sequence[RankFacts]) -> dict[str, list[Evidence]]:
 
     for r in ranks:
         add(f"phase={r.phase}", None)
+        for name in r.markers:  # the milestones reached (an init that completed is no hang)
+            add(f"mark={name}", None)
         for h in r.hits:
             add(f"sig={h.signature}", h.evidence if h.via == "log" else None)
         for ev in r.exceptions:

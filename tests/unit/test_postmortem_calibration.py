@@ -287,3 +287,24 @@ ValueError: The frobnicator attention path is not supported on Blackwell devices
         [_log(tmp_path, text.format(where="vllm/attention/backends/frob.py"))]
     )
     assert in_kernel.category == "unsupported-arch-kernel"
+
+
+ENGINE_START = (
+    "INFO 03-09 00:50:00 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: "
+    "model='x', tensor_parallel_size=2\n"
+)
+NCCL_UP = (
+    "node1:123:456 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+    "node1:123:456 [0] NCCL INFO comm 0x55 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+)
+
+
+def test_nccl_up_is_ready_for_an_nccl_program_but_not_for_an_engine_still_booting(
+    tmp_path: Path,
+) -> None:
+    bare = postmortem_logs([_log(tmp_path, NCCL_UP)])
+    assert (bare.category, bare.outcome) == ("ready", "ready")
+    engine = postmortem_logs([_log(tmp_path, ENGINE_START + NCCL_UP)])
+    assert (engine.category, engine.outcome) == ("unknown", "no-failure")  # not ready, no hang
+    assert engine.no_failure is not None and engine.no_failure.last_line is not None
+    assert "Init COMPLETE" in engine.no_failure.last_line.text
