@@ -183,7 +183,10 @@ FAMILIES: tuple[Family, ...] = (
         r"(?i:supported in this architecture|unsupported (?:sm|architecture)|no binary for gpu)|"
         r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|named symbol not found|"
         r"cudaErrorSymbolNotFound|computeCapability not supported|(?i:PTX \.?version)|"
-        r"_STATUS_ARCH_MISMATCH|[Uu]nsupported GPU\b|UNSUPPORTED_PTX_VERSION|UnsupportedPtxVersion",
+        r"_STATUS_ARCH_MISMATCH|[Uu]nsupported GPU\b|UNSUPPORTED_PTX_VERSION|UnsupportedPtxVersion|"
+        # ROCm's spellings of the same (HIP runtime codes, a gfx target the build lacks)
+        r"NoBinaryForGpu|hipErrorInvalidDeviceFunction|HSA_STATUS_ERROR_INVALID_ISA|"
+        r"(?i:no (?:kernel|code object) (?:image )?(?:found |available )?for (?:gfx|target))",
         "a kernel or build that does not run on this GPU",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)

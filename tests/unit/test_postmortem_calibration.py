@@ -308,3 +308,22 @@ def test_nccl_up_is_ready_for_an_nccl_program_but_not_for_an_engine_still_bootin
     assert (engine.category, engine.outcome) == ("unknown", "no-failure")  # not ready, no hang
     assert engine.no_failure is not None and engine.no_failure.last_line is not None
     assert "Init COMPLETE" in engine.no_failure.last_line.text
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        (
+            "RuntimeError: HIP error: hipErrorNoBinaryForGpu: Unable to find code object for all "
+            "current devices!",
+            "unsupported-arch-kernel",
+        ),
+        ("RuntimeError: HIP error: invalid device function", "unsupported-arch-kernel"),
+        ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB", "out-of-memory"),
+    ],
+)
+def test_rocm_spells_the_same_failures_its_own_way(line: str, category: str) -> None:
+    raised = exception_of(line)
+    assert raised is not None
+    fam = classify(raised)
+    assert fam is not None and fam.category == category
