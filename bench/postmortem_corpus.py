@@ -55,6 +55,7 @@ from orchestrator.postmortem.signatures import (  # noqa: E402
     load_signatures,
 )
 from tests.postmortem_corpus import (  # noqa: E402
+    PROVENANCE_FILES,
     WRONG_TARGET,
     Provenance,
     Score,
@@ -161,20 +162,6 @@ def print_loso(
     print(f"  {'all, raw rules':<16} {rates(total_raw)}")
 
 
-# the files whose `provenance` lines this command writes (a new file gets its lines by adding it
-# here; a signature without any is never switched off, and the bench says how many there are)
-PROVENANCE_FILES = (
-    "barrier.yaml",
-    "image.yaml",
-    "kernels.yaml",
-    "memory.yaml",
-    "rendezvous.yaml",
-    "symptoms.yaml",
-    "tokenizer.yaml",
-    "validators.yaml",
-    "watchdogs.yaml",
-    "weights.yaml",
-)
 _ID_LINE = re.compile(r"^- id: (?P<id>[a-z0-9-]+)\s*$")
 _PROV_LINE = re.compile(r"^  provenance: ")
 

@@ -17,7 +17,9 @@ import pytest
 
 from orchestrator.cli.main import main
 from orchestrator.dialects.reader import PHASE_MARKERS
+from orchestrator.postmortem.signatures import load_signatures
 from tests.postmortem_corpus import (
+    PROVENANCE_FILES,
     WRONG_TARGET,
     Score,
     calibrate,
@@ -27,6 +29,7 @@ from tests.postmortem_corpus import (
     diagnose_excerpt,
     load_cases,
     loso,
+    measure_provenance,
     score,
     shipped_provenance,
     split_of,
@@ -133,3 +136,15 @@ def test_a_ready_case_cut_before_its_ready_line_is_no_failure_never_ready(tmp_pa
     assert len(outcomes) >= 10
     assert {c for c, _ in outcomes} == {"unknown"}
     assert {o for _, o in outcomes} == {"no-failure"}
+
+
+def test_the_shipped_provenance_is_what_the_corpus_measures() -> None:
+    # a signature or family added or changed without `bench/postmortem_corpus.py --calibrate`
+    # would be scored in leave-one-source-out as if written from nowhere
+    measured = measure_provenance()
+    shipped = shipped_provenance()
+    sigs = load_signatures()
+    listed = [c.id for c in sigs if c.file in PROVENANCE_FILES]
+    stale = [k for k in listed if measured.signatures[k] != shipped.signatures[k]]
+    assert stale == [], "run: .venv/bin/python bench/postmortem_corpus.py --calibrate"
+    assert measured.families == shipped.families
