@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.serving_bench.model import BenchConfig, LevelResult  # noqa: E402
+from orchestrator.models.bench import BenchConfig, LevelResult  # noqa: E402
 from orchestrator.serving_bench.sweep import run_level  # noqa: E402
 
 MODEL = "mistral-large-4"

@@ -50,7 +50,6 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.boot import host_python  # noqa: E402
 from orchestrator.dockercli import DockerCli  # noqa: E402
-from orchestrator.facts import close_transports, open_transports  # noqa: E402
 from orchestrator.inventory import load_inventory  # noqa: E402
 from orchestrator.launch import LABEL_RANK, LABEL_RUN  # noqa: E402
 from orchestrator.runstore import RunStore  # noqa: E402
@@ -59,6 +58,7 @@ from orchestrator.runtime.docker import DockerRuntime  # noqa: E402
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor  # noqa: E402
 from orchestrator.supervisor.watchers import WatchConfig  # noqa: E402
 from orchestrator.transport import ConnectOptions  # noqa: E402
+from orchestrator.transport.pool import close_transports, open_transports  # noqa: E402
 from tests.netns.testbed import DAEMON_ENV, REAL_DOCKER, TEST_IMAGE, Testbed  # noqa: E402
 
 # Runs inside the container (stdlib only): RATE lines/s for SECONDS, in 10 ms batches paced on

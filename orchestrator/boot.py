@@ -32,12 +32,10 @@ from orchestrator.errors import (
     PreflightRefused,
     RunStoreError,
 )
-from orchestrator.facts import close_transports, open_transports
 from orchestrator.kernel.hooks import collect_for_run, note_at_boot_start
 from orchestrator.launch import LaunchPlan
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Step
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
 from orchestrator.models.run import Finding, NodeLost, Outcome, RankStarted
@@ -45,6 +43,7 @@ from orchestrator.paths import state_dir
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
 from orchestrator.preflight import run_preflight
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.tcp import connect_probe
 from orchestrator.recipes import resolve_recipe
 from orchestrator.run_files import InventorySnapshot, Plans, RunManifest, Verdict, Versions
@@ -58,6 +57,7 @@ from orchestrator.stop import stopped_finding
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport.pool import close_transports, open_transports
 from orchestrator.wording import waves_text
 
 log = get_logger(__name__)

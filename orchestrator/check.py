@@ -15,9 +15,9 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError, HostKeyError, NodeUnreachable
 from orchestrator.facts import FactsRequest, gather_node_facts
 from orchestrator.fanout import settle_each
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.probes.interfaces import fabric_faults
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory, transport_for
 
 

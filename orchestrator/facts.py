@@ -9,9 +9,8 @@ others, and the judge decides what a missing answer means. Nothing here judges.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,7 +18,6 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
 from orchestrator.fanout import settle_each
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.base import Probe
 from orchestrator.probes.batch import TIMED_OUT, batch_argv, batch_failed, split_batch
@@ -31,11 +29,12 @@ from orchestrator.probes.host import HOST
 from orchestrator.probes.image import image_inspect_probe
 from orchestrator.probes.interfaces import IP_ADDR
 from orchestrator.probes.meminfo import MEMINFO
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.peers import peers_probe
 from orchestrator.probes.rdma import RDMA
 from orchestrator.probes.runtime import DockerInfo, docker_info_probe
 from orchestrator.probes.sockets import LISTENING
-from orchestrator.transport import ConnectOptions, Transport, TransportFactory, transport_for
+from orchestrator.transport import Transport
 from orchestrator.weights.copy_probe import copy_probe
 
 T = TypeVar("T")
@@ -230,30 +229,6 @@ async def add_peers(
         return f.model_copy(update={**values, "errors": {**f.errors, **errors}})
 
     return tuple(await asyncio.gather(*(one(f) for f in facts)))
-
-
-def open_transports(
-    inventory: Inventory, options: ConnectOptions, factory: TransportFactory | None = None
-) -> dict[str, Transport]:
-    """One transport per node (not connected yet), by node name."""
-    make = factory or (lambda n: transport_for(inventory, n, options))
-    return {n.name: make(n) for n in inventory.nodes}
-
-
-async def close_transports(transports: Mapping[str, Transport]) -> None:
-    await asyncio.gather(*(t.close() for t in transports.values()), return_exceptions=True)
-
-
-@contextlib.asynccontextmanager
-async def node_transports(
-    inventory: Inventory, options: ConnectOptions, factory: TransportFactory | None = None
-) -> AsyncIterator[dict[str, Transport]]:
-    """One transport per node for the block; all closed when it ends, however it ends."""
-    transports = open_transports(inventory, options, factory)
-    try:
-        yield transports
-    finally:
-        await close_transports(transports)
 
 
 async def gather_facts(

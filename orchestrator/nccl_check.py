@@ -29,11 +29,7 @@ from orchestrator.aio import resolved
 from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
-from orchestrator.facts import (
-    FactsRequest,
-    gather_facts,
-    node_transports,
-)
+from orchestrator.facts import FactsRequest, gather_facts
 from orchestrator.launch import (
     LaunchVariant,
     PlanError,
@@ -50,6 +46,7 @@ from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.scripts import script_text
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
+from orchestrator.transport.pool import node_transports
 
 PURPOSE = "nccl"
 SCRIPT = "nccl_allreduce.py"

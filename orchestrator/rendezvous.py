@@ -43,10 +43,10 @@ from collections.abc import Iterable, Mapping
 from pydantic import Field
 
 from orchestrator.models.base import StrictModel
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe
 from orchestrator.probes.interfaces import Interface, fabric_faults
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.rdma import RdmaDevice, fabric_devices
 from orchestrator.probes.sockets import holders
 

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from orchestrator.deadlines import DEADLINES
 from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
-from orchestrator.facts import close_transports, open_transports
 from orchestrator.models.events import Stopped
 from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, RunPhase, Sample
 from orchestrator.runctx import RunContext, replay_logs
@@ -27,6 +26,7 @@ from orchestrator.runtime.specs import exit_event, probe_ready, sample_fields
 from orchestrator.supervisor.state import BootState, reduce
 from orchestrator.supervisor.view import BootView, build_view
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport.pool import close_transports, open_transports
 
 TAIL_LINES = 200
 

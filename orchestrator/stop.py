@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.facts import close_transports, node_transports
 from orchestrator.kernel.hooks import collect_for_run
 from orchestrator.launch import LABEL_RUN
 from orchestrator.models.events import Stopped
@@ -31,6 +30,7 @@ from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.status import runtime_for
 from orchestrator.terminal import harmless
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport.pool import close_transports, node_transports
 
 # How long `cluster stop` waits for the run's controller to write STOPPED and let go: its
 # heartbeat notices the request within HEARTBEAT_S, its supervisor's tick within a second, and

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from orchestrator.errors import RunStoreError
-from orchestrator.facts import close_transports, open_transports
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Stopped
 from orchestrator.models.recipe import Recipe
@@ -36,6 +35,7 @@ from orchestrator.supervisor.serving_watch import Relaunch, ServingWatch
 from orchestrator.supervisor.state import reduce
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport.pool import close_transports, open_transports
 
 log = get_logger(__name__)
 WATCH_LOG = "watch.log"

@@ -14,6 +14,15 @@ from tests.leaks import MARKER, describe, kill, left_running
 
 os.environ[MARKER] = uuid.uuid4().hex
 
+# pytest-xdist sets COLUMNS=80 in its workers, which a run without workers does not: tables
+# printed to a captured stdout would be laid out for 80 columns in one and 160 in the other.
+# The controller notes whether the person running the suite set COLUMNS; workers inherit that.
+_COLUMNS_NOTE = "CLUSTER_TEST_COLUMNS_WERE_SET"
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ[_COLUMNS_NOTE] = "1" if "COLUMNS" in os.environ else "0"
+elif os.environ.get(_COLUMNS_NOTE) == "0":
+    os.environ.pop("COLUMNS", None)
+
 TESTS = Path(__file__).resolve().parent
 # `make test` runs the tiers side by side (pytest-xdist, `--dist loadgroup`). What owns something
 # machine-wide runs in one worker, one test at a time, as before:

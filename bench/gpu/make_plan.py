@@ -19,12 +19,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.facts import FactsRequest, close_transports, gather_facts, open_transports  # noqa: E402
+from orchestrator.facts import FactsRequest, gather_facts  # noqa: E402
 from orchestrator.inventory import load_inventory  # noqa: E402
 from orchestrator.nccl_check import NcclCheckOptions, plan_nccl_check  # noqa: E402
 from orchestrator.recipes import resolve_recipe  # noqa: E402
 from orchestrator.rendezvous import plan_rendezvous  # noqa: E402
 from orchestrator.transport import ConnectOptions  # noqa: E402
+from orchestrator.transport.pool import close_transports, open_transports  # noqa: E402
 
 SIZES = (1 << 20, 16 << 20, 128 << 20, 512 << 20)
 

@@ -11,8 +11,7 @@ from orchestrator.cli.options import InventoryOpt, JsonOpt
 from orchestrator.cli.output import console, err_console, print_json, styled
 from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
-from orchestrator.runstore import Run, RunStore
-from orchestrator.serving_bench.model import (
+from orchestrator.models.bench import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DEPTHS,
     DEFAULT_REQUESTS_PER_CLIENT,
@@ -23,6 +22,7 @@ from orchestrator.serving_bench.model import (
     LevelResult,
     SmokeResult,
 )
+from orchestrator.runstore import Run, RunStore
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:

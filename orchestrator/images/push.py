@@ -16,7 +16,6 @@ from typing import Any
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import ChainContext
 from orchestrator.images.layers import failed_partial, plan_layers
@@ -51,6 +50,7 @@ from orchestrator.probes.image import (
     same_image,
 )
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport.pool import node_transports
 
 SAMPLE_BYTES = 16 << 20
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from pydantic import Field
 
 from orchestrator.errors import ClusterError, ImageError
-from orchestrator.facts import close_transports, node_transports
 from orchestrator.fanout import settle_each
 from orchestrator.images.model import TransportFactory
 from orchestrator.images.nodes import gather_states
@@ -18,6 +17,7 @@ from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness, wait_exec_ready
 from orchestrator.probes.image import matches_digest
 from orchestrator.transport import ConnectOptions, Transport, transport_for
+from orchestrator.transport.pool import close_transports, node_transports
 
 
 async def probe_exec_ready(

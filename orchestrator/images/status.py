@@ -9,7 +9,6 @@ from pydantic import Field
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.facts import node_transports
 from orchestrator.images.layers import plan_layers
 from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
 from orchestrator.images.nodes import gather_states, run_bounded, with_held_layers
@@ -19,6 +18,7 @@ from orchestrator.models.inventory import Inventory
 from orchestrator.probes.image import ImageStoreKind, layer_sizes_probe, same_image
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.transport.local import LocalTransport
+from orchestrator.transport.pool import node_transports
 
 
 class NodeImageStatus(StrictModel):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, field_validator
 
 from orchestrator.models.base import StrictModel
+from orchestrator.models.bench import SmokeResult
 from orchestrator.models.run import (
     Finding,
     HeadReady,
@@ -27,7 +28,6 @@ from orchestrator.models.run import (
     RankExited,
     RankStarted,
 )
-from orchestrator.serving_bench.model import SmokeResult
 
 
 def _epoch(value: Any) -> Any:

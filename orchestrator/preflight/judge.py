@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.checks import CHECK_TABLE, CHECKS
@@ -23,6 +22,7 @@ from orchestrator.preflight.model import (
     Runtime,
     Severity,
 )
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.rendezvous import RendezvousPlan
 
 

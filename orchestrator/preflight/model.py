@@ -11,7 +11,7 @@ from pydantic import Field
 
 from orchestrator.launch import LaunchPlan
 from orchestrator.models.base import StrictModel
-from orchestrator.models.facts import NodeFacts
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.tcp import ConnectResult, ListenerReport
 from orchestrator.rendezvous import RendezvousPlan
 

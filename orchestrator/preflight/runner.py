@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.aio import resolved
-from orchestrator.facts import FactsRequest, gather_facts, node_transports, peer_target
+from orchestrator.facts import FactsRequest, gather_facts, peer_target
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.engine_args import EngineArgsResult, probe_engine_args
@@ -22,11 +21,13 @@ from orchestrator.preflight.judge import judge
 from orchestrator.preflight.model import PreflightLimits, PreflightReport, PreflightResult, Runtime
 from orchestrator.preflight.reachability import LinkTest, link_sessions
 from orchestrator.probes.base import Probe
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.peers import NAME as PEERS
 from orchestrator.probes.peers import peers_probe
 from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
+from orchestrator.transport.pool import node_transports
 
 
 def runtime_of(inventory: Inventory) -> Runtime:

@@ -129,3 +129,14 @@ def weights_probe(path: str) -> Probe[WeightsDir]:
         argv=("sh", "-c", WEIGHTS_SCRIPT, "weights-probe", path),
         parse=lambda stdout: parse_weights_dir(path, stdout),
     )
+
+
+class CopyFacts(StrictModel):
+    """What a node holds at a weights directory, as `cluster weights` staged it."""
+
+    dest: str
+    manifest_id: str | None = Field(default=None, description="None: never staged there")
+    model: str | None = None
+    complete: bool = False
+    total_bytes: int | None = None
+    off: dict[str, str] = Field(default_factory=dict, description="path -> missing|changed|…")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.serving_bench.model import BenchReport
+from orchestrator.models.bench import BenchReport
 
 
 def save_plot(report: BenchReport, path: Path) -> Path:

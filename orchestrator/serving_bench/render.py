@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.serving_bench.model import BenchReport, LevelResult, Stat
+from orchestrator.models.bench import BenchReport, LevelResult, Stat
 
 
 def ms(value: float | None) -> str:

@@ -9,9 +9,9 @@ import httpx
 from pydantic import ValidationError
 
 from orchestrator.errors import ConfigError, RunStoreError
+from orchestrator.models.bench import BenchReport, SmokeResult
 from orchestrator.models.recipe import Recipe
 from orchestrator.runstore import Run
-from orchestrator.serving_bench.model import BenchReport, SmokeResult
 
 SMOKE_FILE = "smoke.json"
 SMOKE_RESPONSE_FILE = "smoke-response.txt"

@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from orchestrator.models.bench import BenchConfig, BenchReport, LevelResult, SmokeResult
 from orchestrator.models.events import Smoke
 from orchestrator.models.recipe import Recipe
 from orchestrator.models.run import Finding, Outcome
 from orchestrator.runctx import RunContext
 from orchestrator.runstore import Run
-from orchestrator.serving_bench.model import BenchConfig, BenchReport, LevelResult, SmokeResult
 from orchestrator.serving_bench.runs import (
     check_serving,
     save_report,

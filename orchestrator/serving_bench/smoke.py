@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import httpx
 
+from orchestrator.models.bench import SmokeResult
 from orchestrator.serving_bench.client import _short, chat_body, keep, stream_chat
-from orchestrator.serving_bench.model import SmokeResult
 
 SMOKE_PROMPT = "Reply with one short sentence: which model are you, and are you ready?"
 SMOKE_MAX_TOKENS = 64

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.serving_bench.model import LevelResult, Stat
+from orchestrator.models.bench import LevelResult, Stat
 
 
 @dataclass

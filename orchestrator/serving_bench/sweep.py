@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import httpx
 
+from orchestrator.models.bench import BenchConfig, LevelResult
 from orchestrator.serving_bench.client import chat_body, stream_chat
-from orchestrator.serving_bench.model import BenchConfig, LevelResult
 from orchestrator.serving_bench.stats import RequestResult, level_result
 from orchestrator.serving_bench.workload import context, prompt
 

@@ -32,7 +32,7 @@ from orchestrator.supervisor.view import BootView
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from orchestrator.serving_bench.model import BenchReport
+    from orchestrator.models.bench import BenchReport
 
 log = get_logger(__name__)
 METRICS_FILE = "metrics.prom"

@@ -27,9 +27,9 @@ from typing import Literal
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from orchestrator.cli.output import harmless
 from orchestrator.supervisor.summary import fitted_summary, slowest
 from orchestrator.supervisor.view import MB, BootView, GiB, RankRow, duration_text
+from orchestrator.terminal import harmless
 from orchestrator.wording import ranks_text
 
 SEP = "  "  # between two columns

@@ -5,26 +5,13 @@ from __future__ import annotations
 
 import json
 
-from pydantic import Field
-
 from orchestrator.errors import ProbeParseError
-from orchestrator.models.base import StrictModel
 from orchestrator.probes.base import Probe
+from orchestrator.probes.disk import CopyFacts
 from orchestrator.weights.manifest import manifest_of
 from orchestrator.weights.program import node_program
 
 NAME = "weights-copy"
-
-
-class CopyFacts(StrictModel):
-    """What a node holds at a weights directory, as `cluster weights` staged it."""
-
-    dest: str
-    manifest_id: str | None = Field(default=None, description="None: never staged there")
-    model: str | None = None
-    complete: bool = False
-    total_bytes: int | None = None
-    off: dict[str, str] = Field(default_factory=dict, description="path -> missing|changed|…")
 
 
 def parse_copy(stdout: str) -> CopyFacts:

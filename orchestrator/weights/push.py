@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.facts import node_transports
 from orchestrator.images.chain import _cleanup, _hop_check, _run_round
 from orchestrator.images.context import ChainContext, ChainKind
 from orchestrator.images.model import Compression, HopStatus, PushEvent, PushOptions, Source
@@ -30,6 +29,7 @@ from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.push import Mode
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
+from orchestrator.transport.pool import node_transports
 from orchestrator.weights.checks import check_model
 from orchestrator.weights.manifest import manifest_of
 from orchestrator.weights.model import (

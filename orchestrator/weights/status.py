@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError
-from orchestrator.facts import node_transports
 from orchestrator.images.nodes import run_bounded
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport.pool import node_transports
 from orchestrator.weights.model import GIB, Holding
 from orchestrator.weights.nodes import probe_nodes, probe_timeout_s
 from orchestrator.weights.program import program_argv

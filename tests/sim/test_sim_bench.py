@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from orchestrator.boot import BootOptions, boot
 from orchestrator.cli.main import main
 from orchestrator.inventory import load_inventory
+from orchestrator.models.bench import BenchReport
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
 from orchestrator.runctx import load_context
 from orchestrator.runstore import RunStore
-from orchestrator.serving_bench.model import BenchReport
 from orchestrator.simulator.serve import ENV_DECODE_RATE, ENV_PREFILL_RATE
 from orchestrator.stop import stop_run
 

@@ -23,7 +23,7 @@ from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.stop import Leftover, _list_leftovers, _prune_with
-from orchestrator.transport.fake import FakeReply, FakeTransport
+from tests.fake_transport import FakeReply, FakeTransport
 from tests.inventories import inventory_of
 
 SOCK = "unix:///run/cluster-testbed/nodes/node3/docker.sock"

@@ -18,8 +18,8 @@ from orchestrator.probes.exec_ready import (
     exec_ready_argv,
     wait_exec_ready,
 )
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from tests.engine_lines import by_id
+from tests.fake_transport import FakeReply, FakeTransport
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "image" / "exec_ready"
 NODE = Node(name="spark-3", address="10.0.0.3", user="root", rank=3, fabric_iface="enp1s0f1np1")

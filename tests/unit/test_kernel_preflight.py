@@ -14,8 +14,8 @@ from orchestrator.models.inventory import Node
 from orchestrator.preflight.checks.kernel import KERNEL_CHECKS, kernel_problems
 from orchestrator.preflight.model import Severity
 from orchestrator.transport.base import Transport
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from tests.engine_lines import by_id
+from tests.fake_transport import FakeReply, FakeTransport
 
 # The shape `ethtool IFACE` prints for a ConnectX port (ethtool's own layout: a key, then the
 # link modes continued on indented lines), here negotiated at 100 of its 200 Gb/s.

@@ -41,8 +41,8 @@ from orchestrator.recipes import recipe_names, resolve_recipe
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
 from orchestrator.scripts import script_text
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from tests.engine_lines import by_id
+from tests.fake_transport import FakeReply, FakeTransport
 from tests.unit.test_rendezvous import replace, sglang, spark_cluster, spark_inventory, vllm
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "launch"

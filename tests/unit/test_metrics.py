@@ -11,6 +11,7 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.cli.main import main
+from orchestrator.models.bench import BenchConfig, BenchReport, SmokeResult
 from orchestrator.models.events import FollowInterrupted, Record, Smoke, Step, VerdictRecord
 from orchestrator.models.run import (
     Finding,
@@ -20,7 +21,6 @@ from orchestrator.models.run import (
     RankStarted,
     Sample,
 )
-from orchestrator.serving_bench.model import BenchConfig, BenchReport, SmokeResult
 from orchestrator.serving_bench.stats import RequestResult, level_result
 from orchestrator.supervisor.metrics import (
     METRICS_FILE,

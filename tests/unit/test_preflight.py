@@ -15,7 +15,6 @@ import yaml
 from orchestrator.cli.main import main
 from orchestrator.errors import ExitCode
 from orchestrator.inventory import load_inventory
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight import (
@@ -35,6 +34,7 @@ from orchestrator.probes.gpu import GpuInfo
 from orchestrator.probes.image import ImageFacts
 from orchestrator.probes.interfaces import parse_ip_addr
 from orchestrator.probes.meminfo import MemInfo
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.peers import PeerResult
 from orchestrator.probes.rdma import RdmaInfo
 from orchestrator.probes.runtime import DockerInfo
@@ -43,7 +43,7 @@ from orchestrator.probes.tcp import ConnectResult, ListenerReport
 from orchestrator.recipes import resolve_recipe
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
-from orchestrator.transport.fake import FakeReply, FakeTransport
+from tests.fake_transport import FakeReply, FakeTransport
 from tests.unit.test_rendezvous import (
     GIB,
     IMAGE_ID,

@@ -22,7 +22,7 @@ from orchestrator.recipes import resolve_recipe
 from orchestrator.runstore import RunStore
 from orchestrator.simulator.flag_tables import ENV_BEYOND
 from orchestrator.simulator.twin import make_twin
-from orchestrator.transport.fake import FakeReply
+from tests.fake_transport import FakeReply
 from tests.unit.test_preflight import fake_cluster, inventory_like_testbed, small_twin
 
 REFUSAL = (

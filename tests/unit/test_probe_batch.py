@@ -16,8 +16,8 @@ from orchestrator.models.inventory import Node
 from orchestrator.probes.base import Probe
 from orchestrator.probes.batch import batch_argv, batch_output, split_batch, unbatch
 from orchestrator.transport.base import CommandResult
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from orchestrator.transport.local import LocalTransport
+from tests.fake_transport import FakeReply, FakeTransport
 from tests.inventories import inventory_of
 
 NODE = Node(name="n1", address="127.0.0.10", user="u", rank=0, fabric_iface="lo")

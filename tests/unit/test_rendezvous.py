@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from orchestrator.inventory import load_inventory
-from orchestrator.models.facts import NodeFacts
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.paths import builtin_simulated_inventory
@@ -24,6 +23,7 @@ from orchestrator.probes.host import HostInfo
 from orchestrator.probes.image import ImageFacts
 from orchestrator.probes.interfaces import Interface, parse_ip_addr
 from orchestrator.probes.meminfo import MemInfo
+from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.peers import PeerResult
 from orchestrator.probes.rdma import RdmaDevice, RdmaGid, RdmaInfo, RdmaPort
 from orchestrator.probes.runtime import parse_docker_info

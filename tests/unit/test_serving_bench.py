@@ -14,11 +14,11 @@ import pytest
 from orchestrator.boot import write_manifest
 from orchestrator.cli.main import main
 from orchestrator.launch import plan_launch
+from orchestrator.models.bench import BenchConfig, BenchReport, SmokeResult
 from orchestrator.recipes import resolve_recipe
 from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.run_files import Plans
 from orchestrator.runstore import Run, RunStore
-from orchestrator.serving_bench.model import BenchConfig, BenchReport, SmokeResult
 from orchestrator.serving_bench.plot import save_plot
 from orchestrator.serving_bench.render import render_compare, render_report
 from orchestrator.serving_bench.runs import served_model_name

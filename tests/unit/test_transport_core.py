@@ -11,8 +11,8 @@ from orchestrator.errors import CommandFailed, CommandTimeout, NodeUnreachable
 from orchestrator.fanout import settle
 from orchestrator.models.inventory import Node
 from orchestrator.transport.base import LineSplitter
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from orchestrator.transport.local import LocalTransport
+from tests.fake_transport import FakeReply, FakeTransport
 
 
 def node(name: str = "n0", rank: int = 0) -> Node:

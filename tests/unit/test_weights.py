@@ -480,7 +480,7 @@ def test_a_receiver_cut_off_from_its_sender_gives_up_and_lets_go_of_the_lock(
 
 
 def _copy(mid: str | None, complete: bool = True, **kw: Any) -> Any:
-    from orchestrator.weights.copy_probe import CopyFacts
+    from orchestrator.probes.disk import CopyFacts
 
     return CopyFacts(
         dest="/m", manifest_id=mid, model="m" if mid else None, complete=complete, **kw

@@ -13,11 +13,11 @@ import pytest
 
 from orchestrator.models.inventory import Node
 from orchestrator.transport.base import CommandResult
-from orchestrator.transport.fake import FakeReply, FakeTransport
 from orchestrator.weights.model import WeightsOptions
 from orchestrator.weights.nodes import VERIFY_PROBE_S, probe_timeout_s
 from orchestrator.weights.push import push_weights
 from orchestrator.weights.status import weights_status
+from tests.fake_transport import FakeReply, FakeTransport
 from tests.inventories import inventory_of
 from tests.weights_model import make_model
 

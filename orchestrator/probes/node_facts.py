@@ -1,5 +1,6 @@
 """What one node is, as its probes describe it: the model preflight, the planners and
-`inventory check` judge. Gathering it is `orchestrator/facts.py` (the edge); this is pure."""
+`inventory check` judge. Gathering it is `orchestrator/facts.py` (the edge); this is pure.
+It lives with the probes whose answers it is made of (models/ holds no probe's type)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pydantic import Field
 from orchestrator.models.base import StrictModel
 from orchestrator.probes.clock import ClockSample
 from orchestrator.probes.containers import RunningContainer
-from orchestrator.probes.disk import DiskUsage, WeightsDir
+from orchestrator.probes.disk import CopyFacts, DiskUsage, WeightsDir
 from orchestrator.probes.gpu import GpuInfo
 from orchestrator.probes.host import HostInfo
 from orchestrator.probes.image import ImageFacts
@@ -18,7 +19,6 @@ from orchestrator.probes.peers import PeerResult
 from orchestrator.probes.rdma import RdmaInfo
 from orchestrator.probes.runtime import DockerInfo
 from orchestrator.probes.sockets import ListeningSocket
-from orchestrator.weights.copy_probe import CopyFacts
 
 
 class NodeFacts(StrictModel):
