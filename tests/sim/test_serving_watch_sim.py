@@ -139,6 +139,9 @@ async def test_with_restart_max_2_a_died_group_comes_back_whole_twice_and_the_th
                 rank_dir = run.dir / kept / f"rank-{k}"
                 assert "Load weight end" in (rank_dir / "stderr.log").read_text(), (kept, k)
                 assert (rank_dir / "inspect.json").exists(), (kept, k)
+        # `cluster status` says so: the attempt serving last and every incident counted.
+        serving = json.loads(run.status_path.read_text())["serving"]
+        assert serving["attempt"] == 2 and serving["incidents"] == 3, serving
         # ... and the third attempt served too, before its rank 3 died for good.
         assert "Load weight end" in (run.dir / "rank-0" / "stderr.log").read_text()
         verdict = run.verdict()
