@@ -40,7 +40,10 @@ from orchestrator.paths import state_dir
 from orchestrator.redact import REDACTED, is_secret_name, redact
 
 if TYPE_CHECKING:  # run_files imports the plans; most commands never read a manifest
+    from orchestrator.models.bench import BenchReport
     from orchestrator.run_files import RunManifest, Verdict
+
+BENCH_FILE = "bench.json"  # the last `cluster bench` (serving_bench writes it)
 
 __all__ = ["REDACTED", "Run", "RunLock", "RunStore", "VerdictExists", "is_secret_name", "redact"]
 
@@ -182,6 +185,30 @@ class Run:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         return verdict
+
+    def bench_report(self) -> BenchReport:
+        """The last `cluster bench` of this run (bench.json), typed."""
+        from orchestrator.models.bench import BenchReport
+
+        path = self.dir / BENCH_FILE
+        if not path.exists():
+            raise RunStoreError(
+                "this run has no bench results",
+                where=str(self.dir),
+                hint=f"`cluster bench {self.id}` measures it while it serves",
+            )
+        try:
+            return BenchReport.model_validate_json(path.read_text())
+        except (ValidationError, ValueError) as exc:
+            raise RunStoreError(
+                f"{BENCH_FILE} does not parse: {str(exc).splitlines()[0]}", where=str(path)
+            ) from None
+
+    def bench_report_if_any(self) -> BenchReport | None:
+        try:
+            return self.bench_report()
+        except RunStoreError:
+            return None
 
     # -- stop requests ------------------------------------------------------------------------
 

@@ -229,9 +229,8 @@ def _refresh_metrics(run: Run) -> None:
 
 def _compare(store: RunStore, refs: tuple[str, str], json_out: bool) -> None:
     from orchestrator.serving_bench.render import render_compare
-    from orchestrator.serving_bench.runs import load_report
 
-    a, b = (load_report(pick_run(store, ref)) for ref in refs)
+    a, b = (pick_run(store, ref).bench_report() for ref in refs)
     if json_out:
         print_json({"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json")})
         return

@@ -6,16 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from pydantic import ValidationError
 
-from orchestrator.errors import ConfigError, RunStoreError
+from orchestrator.errors import ConfigError
 from orchestrator.models.bench import BenchReport, SmokeResult
 from orchestrator.models.recipe import Recipe
-from orchestrator.runstore import Run
+from orchestrator.runstore import BENCH_FILE, Run
 
 SMOKE_FILE = "smoke.json"
 SMOKE_RESPONSE_FILE = "smoke-response.txt"
-REPORT_FILE = "bench.json"
 PLOT_FILE = "bench.png"
 
 
@@ -74,27 +72,4 @@ def save_smoke(run: Run, result: SmokeResult, transcript: list[str]) -> Path:
 
 
 def save_report(run: Run, report: BenchReport) -> Path:
-    return run.write_json(REPORT_FILE, report.model_dump(mode="json"))
-
-
-def load_report(run: Run) -> BenchReport:
-    path = run.dir / REPORT_FILE
-    if not path.exists():
-        raise RunStoreError(
-            "this run has no bench results",
-            where=str(run.dir),
-            hint=f"`cluster bench {run.id}` measures it while it serves",
-        )
-    try:
-        return BenchReport.model_validate_json(path.read_text())
-    except (ValidationError, ValueError) as exc:
-        raise RunStoreError(
-            f"{REPORT_FILE} does not parse: {str(exc).splitlines()[0]}", where=str(path)
-        ) from None
-
-
-def load_report_if_any(run: Run) -> BenchReport | None:
-    try:
-        return load_report(run)
-    except RunStoreError:
-        return None
+    return run.write_json(BENCH_FILE, report.model_dump(mode="json"))

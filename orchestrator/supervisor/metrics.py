@@ -338,10 +338,8 @@ class PhaseRecords:
 def run_metrics(run: Run, view: BootView, records: PhaseRecords | None = None) -> str:
     """The text for `run` now: its view, its phases from events.jsonl, its last bench.
     `records`: the supervisor's incremental reader of events.jsonl; without it, read whole."""
-    from orchestrator.serving_bench.runs import load_report_if_any
-
     events = records.read() if records is not None else run.events()
-    return render(view, phase_seconds(events, view.updated), load_report_if_any(run))
+    return render(view, phase_seconds(events, view.updated), run.bench_report_if_any())
 
 
 def write_metrics(run: Run, view: BootView, records: PhaseRecords | None = None) -> None:
