@@ -178,7 +178,8 @@ def decide(raw: str, path: str | None, calib: Calibration) -> str:
     """What diagnose answers for a raw category and path under a calibration (its rule)."""
     if path is None or raw in ("ready", "unknown"):
         return raw
-    return "unknown" if calib.confidence(path) < calib.threshold else raw
+    conf = calib.confidence(path)
+    return "unknown" if conf is not None and conf < calib.threshold else raw
 
 
 @dataclass

@@ -25,7 +25,7 @@ from pathlib import Path
 
 CALIBRATION_FILE = Path(__file__).resolve().parent / "calibration.json"
 PRIOR_WEIGHT = 2.0  # M: how many cases of its kind a path's own record is worth at first
-DEFAULT_PRECISION = 0.5  # a kind never seen at all
+DEFAULT_PRECISION = 0.5  # a path seen without its kind (not produced by `counts`)
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,16 @@ class Calibration:
     families: dict[int, tuple[str, ...]] = field(default_factory=dict)  # exception families'
     basis: str = ""  # what the counts rest on, in words
 
-    def confidence(self, path: str) -> float:
+    def confidence(self, path: str) -> float | None:
+        """The path's smoothed precision; None for a kind the corpus never exercised (a lost
+        node, exit states, the supervisor's verdict: evidence only a run directory holds),
+        which is then neither measured nor withheld."""
         kind = kind_of(path)
         kr, kn = self.kinds.get(kind, (0, 0))
-        prior = (kr + 1) / (kn + 2) if kn else DEFAULT_PRECISION
         right, seen = self.paths.get(path, (0, 0))
+        if not kn and not seen:
+            return None
+        prior = (kr + 1) / (kn + 2) if kn else DEFAULT_PRECISION
         return (right + PRIOR_WEIGHT * prior) / (seen + PRIOR_WEIGHT)
 
     def as_json(self) -> dict[str, object]:

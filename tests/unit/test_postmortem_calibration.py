@@ -93,10 +93,11 @@ def test_confidence_is_the_paths_smoothed_precision_leaning_on_its_kind() -> Non
     paths, kinds = counts([("sig:a", True)] * 9 + [("sig:a", False), ("sig:b", False)])
     calib = Calibration(threshold=0.5, paths=paths, kinds=kinds)
     assert paths["sig:a"] == (9, 10) and kinds["sig"] == (9, 11)
-    seen = calib.confidence("sig:a")
+    seen, new, bad = (calib.confidence(p) for p in ("sig:a", "sig:never-seen", "sig:b"))
+    assert seen is not None and new is not None and bad is not None
     assert 0.8 < seen < 0.9
-    assert calib.confidence("sig:never-seen") == pytest.approx((9 + 1) / (11 + 2))
-    assert calib.confidence("sig:b") < calib.confidence("sig:never-seen")
+    assert new == pytest.approx((9 + 1) / (11 + 2))
+    assert bad < new
 
 
 def test_the_shipped_calibration_loads_and_names_only_known_families() -> None:
@@ -327,3 +328,10 @@ def test_rocm_spells_the_same_failures_its_own_way(line: str, category: str) -> 
     assert raised is not None
     fam = classify(raised)
     assert fam is not None and fam.category == category
+
+
+def test_a_path_the_corpus_never_exercised_is_neither_measured_nor_withheld() -> None:
+    calib = Calibration(threshold=0.9, paths={"sig:a": (9, 10)}, kinds={"sig": (9, 10)})
+    assert calib.confidence("lost:rendezvous-network") is None
+    assert calib.confidence("supervisor:out-of-memory") is None
+    assert calib.confidence("sig:new") is not None
