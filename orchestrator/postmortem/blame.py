@@ -51,6 +51,7 @@ class Candidate:
     reason: str
     evidence: list[Evidence] = field(default_factory=list)
     brief: bool = False  # the title already says when and where: no time/phase suffix
+    printed: bool = True  # it rests on what ranks printed (not the supervisor's own verdict)
 
     def key(self) -> tuple[int, float, int]:
         return (-self.strength, self.ts if self.ts is not None else float("inf"), self.rank)
@@ -397,6 +398,7 @@ def from_supervisor(
         confidence="low",
         reason=f"no log line explains it; the supervisor concluded: {short(summary, 200)}",
         evidence=[facts.last_line] if facts and facts.last_line else [],
+        printed=False,
     )
 
 
@@ -540,6 +542,7 @@ def from_measured(
             reason=f"the supervisor lost rank {k}'s node ({short(ev.text, 200)}){waited}",
             evidence=[ev],
             brief=True,
+            printed=False,
         )
 
     # Still loading when the others failed: by its log's milestones and its samples.
@@ -633,6 +636,7 @@ def from_measured(
         reason=f"rank {k} was {at} {waited}{projected}",
         evidence=evidence + ([r.last_line] if r.last_line else []),
         brief=True,
+        printed=False,
     )
 
 
@@ -675,6 +679,7 @@ def _late_without_failure(
         f"and the supervisor ended the boot with {outcome}",
         evidence=[_mark(m.started, k)] + ([r.last_line] if r is not None and r.last_line else []),
         brief=True,
+        printed=False,
     )
 
 
@@ -687,6 +692,10 @@ def weigh_measured(
     if measured is None:
         return root
     if root is None:
+        return measured
+    if root.rank == measured.rank and not root.printed:
+        # the supervisor's verdict and its measurements are one witness, not two
+        measured.reason += f"; the supervisor's verdict names it too ({short(root.title, 160)})"
         return measured
     if root.rank == measured.rank:
         root.confidence = "high"

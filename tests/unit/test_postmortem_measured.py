@@ -349,3 +349,18 @@ def test_a_late_start_that_spent_the_ready_deadline_is_blamed_though_no_rank_fai
     assert "it started 20 s after the others" in d.root_cause.title
     assert "ranks 5-7 all started late" in d.root_cause.title
     assert d.root_cause.evidence[0].text.startswith("rank_started: rank 5")
+
+
+def test_a_node_cut_mid_load_is_named_from_its_silence_on_the_testbed() -> None:
+    """A real boot on the netns testbed (tests/netns/test_postmortem_netns.py): every rank read
+    at 3 MB/s, node 5 lost both links mid-load, the boot ended on NODE_LOST before anyone
+    failed. Only the supervisor saw it (its verdict and its measurements are one witness, so
+    the confidence is medium, not high)."""
+    d = diagnose_dir(FIXTURES / "netns-node-cut-r5")
+    assert d.first_failing_rank == 5, d.verdict
+    assert d.root_cause is not None
+    assert (d.root_cause.category, d.root_cause.confidence) == ("rendezvous-network", "medium")
+    assert d.root_cause.title.startswith("its node went silent at")
+    assert "the boot ended on it" in d.root_cause.title
+    assert "the supervisor's verdict names it too" in d.root_cause.reason
+    assert any("node_lost" in e.text for e in d.root_cause.evidence)
