@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.netns.test_boot_netns import (  # noqa: F401  (fixtures, used by name)
     BootProc,
@@ -27,8 +28,8 @@ CUT = 5
 
 def test_a_node_cut_during_load_is_named_by_the_postmortem_with_a_network_cause(
     testbed: Testbed,
-    boots: Callable[..., BootProc],
-    state_home,  # noqa: F811
+    boots: Callable[..., BootProc],  # noqa: F811  (the fixture imported above)
+    state_home: Path,  # noqa: F811
 ) -> None:
     boot = boots("--json", "--sim-fault", "rank=*:slow-read=3MB/s")
     wait_for("every rank loading", lambda: all_loading(boot), timeout=120)
