@@ -50,9 +50,7 @@ def incident(outcome: Outcome, rank: int, ts: float, *, final: bool = True, **kw
 
 def test_a_rank_died_after_ready_names_the_rank_its_exit_and_what_to_change(tmp_path):
     d = postmortem_logs(logs(tmp_path))
-    died = incident(
-        Outcome.RANK_DIED, 3, T0 + 600, exit_code=3, last_lines=("RuntimeError: boom",)
-    )
+    died = incident(Outcome.RANK_DIED, 3, T0 + 600, exit_code=3, last_lines=("RuntimeError: boom",))
     out = explain(d, ServingHistory(T0, (died,), ()))
     assert out.first_failing_rank == 3
     assert out.root_cause is not None and out.root_cause.rank == 3
