@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from orchestrator.postmortem.blame import (
     Candidate,
@@ -35,7 +36,6 @@ from orchestrator.postmortem.families import (
     family_index,
     holding,
 )
-from orchestrator.postmortem.learned import Opinion, opinion
 from orchestrator.postmortem.model import (
     PHASES,
     Diagnosis,
@@ -52,6 +52,9 @@ from orchestrator.postmortem.model import (
 )
 from orchestrator.postmortem.signatures import SignatureSet
 from orchestrator.wording import clock, first_sentence, plural, rank_list, short
+
+if TYPE_CHECKING:
+    from orchestrator.postmortem.learned import Opinion
 
 __all__ = ["diagnose", "rank_list", "render_change"]
 
@@ -222,7 +225,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     # Only where nothing points at a rank: a root the blame found (a signature, a rank that
     # died silently while the others echoed) is not overruled by words.
     asked = category == "unknown" and not ready and root is None
-    second = opinion(ranks) if asked else None
+    second = _second_opinion(ranks) if asked else None
     if (
         second is not None
         and second.category == "rendezvous-network"
@@ -415,6 +418,12 @@ def named_by(path: str, root: Candidate, sigs: SignatureSet) -> str:
     if head == "family":
         return f"the exception's family ({root.title}){at}"
     return f"the boot's shape ({head}){at}"
+
+
+def _second_opinion(ranks: Sequence[RankFacts]) -> Opinion | None:
+    from orchestrator.postmortem.learned import opinion  # its weights only when asked
+
+    return opinion(ranks)
 
 
 def _model_words(said: Opinion) -> str:
