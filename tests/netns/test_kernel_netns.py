@@ -98,6 +98,10 @@ def test_a_cgroup_oom_kill_is_in_the_nodes_kernel_log_and_names_the_rank_it_kill
     verdict = boot.wait()
     assert verdict["outcome"] == "RANK_EXITED" and verdict["rank"] == hog, verdict
     node = testbed.node(hog).name
+    # the failed boot's run directory holds every node's kernel window
+    for nd in testbed.nodes:
+        assert (boot.run / "nodes" / nd.name / "kernel.log").is_file(), nd.name
+        assert read_json(boot.run / "nodes" / nd.name / "kernel.json")["error"] is None
     window = read_json(boot.run / "nodes" / node / "kernel.json")
     assert window["position"]["source"] in ("journal", "dmesg"), window  # root: readable
     text = (boot.run / "nodes" / node / "kernel.log").read_text(errors="replace")
