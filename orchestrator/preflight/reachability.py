@@ -1,9 +1,10 @@
 """The one real test (thin): a temporary listener on the head's fabric address and rendezvous
 port, a connect from every node over the fabric.
 
-Each node's connect goes out in one command with whatever else preflight asks of every node at
-that moment (its `riders`: the SSH to its chain neighbour): one session and one shell start-up
-per node, all nodes at once (probes/batch.py)."""
+Whatever else preflight asks of every node at that moment (its `riders`: the SSH to its chain
+neighbour) goes out at once, one command per node beside the listener's start-up, since it needs
+no listener; the connects follow, one command per node, all nodes at once, as soon as the
+listener is up (issue 31)."""
 
 from __future__ import annotations
 
@@ -91,17 +92,36 @@ async def link_sessions(
     timeout_s: float = 3.0,
     head_up: bool = True,
 ) -> LinkTest:
-    """Listen on the head's fabric address and rendezvous port; from every node with a fabric
-    address, one command that connects, bound to that address, and runs that node's `riders`
-    beside it; stop the listener. Without a listener (`plan` None, the head down or without a
-    fabric address) the riders still run, alone."""
+    """Each node's `riders` in one command, started at once; meanwhile listen on the head's
+    fabric address and rendezvous port, then connect from every node with a fabric address,
+    bound to that address, one command each; stop the listener. Without a listener (`plan`
+    None, the head down or without a fabric address) the riders still run."""
     out = LinkTest(reachability=None)
-    if plan is None or plan.head_addr is None or not head_up:
-        await asyncio.gather(*(_session(out, transports, n, dict(p)) for n, p in riders.items()))
-        return out
+    # The riders need no listener: their SSH handshakes and the neighbours' shells overlap the
+    # listener's start-up instead of following it (~0.3 s off preflight when peers are asked).
+    early = asyncio.ensure_future(
+        asyncio.gather(*(_session(out, transports, n, dict(p)) for n, p in riders.items()))
+    )
+    try:
+        if plan is not None and plan.head_addr is not None and head_up:
+            out.reachability = await _rendezvous_test(
+                out, inventory, transports, plan, plan.head_addr, timeout_s
+            )
+    finally:
+        await early
+    return out
+
+
+async def _rendezvous_test(
+    out: LinkTest,
+    inventory: Inventory,
+    transports: Mapping[str, Transport],
+    plan: RendezvousPlan,
+    head_addr: str,
+    timeout_s: float,
+) -> Reachability:
     started = time.monotonic()
     head = inventory.head
-    head_addr = plan.head_addr
     sources = {r.node: r.address for r in plan.ranks if r.address is not None}
     argv = listener_argv(head_addr, plan.head_port, len(sources), timeout_s * 2 + 10)
     listener = _Listener(lines=[], ready=asyncio.Event())
@@ -112,13 +132,13 @@ async def link_sessions(
     errors: dict[str, str] = {}
     first = listener.report()
     connecting = first.listening or first.bind_error
-    sessions: dict[str, dict[str, Probe[Any]]] = {n: dict(p) for n, p in riders.items()}
+    connects: dict[str, dict[str, Probe[Any]]] = {}
     if connecting:
         for name, source in sources.items():
             probe = connect_probe(source, head_addr, plan.head_port, timeout_s)
-            sessions.setdefault(name, {})[probe.name] = probe
+            connects[name] = {probe.name: probe}
     await asyncio.gather(
-        *(_session(out, transports, n, p, connect_s=timeout_s + 15) for n, p in sessions.items())
+        *(_session(out, transports, n, p, connect_s=timeout_s + 15) for n, p in connects.items())
     )
     for name in sources if connecting else ():
         if (value := out.riders.get(name, {}).pop(NAME_CONNECT, None)) is not None:
@@ -143,7 +163,7 @@ async def link_sessions(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    out.reachability = Reachability(
+    return Reachability(
         head=head.name,
         address=head_addr,
         port=plan.head_port,
@@ -154,7 +174,6 @@ async def link_sessions(
         errors=errors,
         elapsed_s=round(time.monotonic() - started, 3),
     )
-    return out
 
 
 async def _session(

@@ -77,8 +77,8 @@ async def run_preflight(
             launch = plan_launch(recipe, inventory, plan, run_id)
         except PlanError as exc:
             launch_error = str(exc)
-        # Independent of each other: the per-node sessions (the rendezvous connect and the SSH
-        # to the chain neighbour, one command per node) and the engine's parser on the head.
+        # Independent of each other: the per-node commands (the SSH to the chain neighbour, the
+        # connect to the head's rendezvous port) and the engine's parser on the head.
         links, engine_args = await asyncio.gather(
             link_sessions(
                 inventory,

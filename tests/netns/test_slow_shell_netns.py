@@ -82,7 +82,7 @@ def test_preflight_asks_each_node_for_its_chain_neighbour_alone_in_its_connect_s
     slow: Testbed, tmp_path: Path
 ) -> None:
     # Issue 31: the image chain needs node k to reach node k+1, so 7 SSH handshakes for 8 nodes
-    # (not all 56 pairs), each in the same command as that node's connect to the head's port.
+    # (not all 56 pairs), each node's in one command started beside the listener.
     recipe = make_twin(
         resolve_recipe("mistral-large4-8x-sglang"),
         "test",
@@ -100,6 +100,7 @@ def test_preflight_asks_each_node_for_its_chain_neighbour_alone_in_its_connect_s
         for k, n in enumerate(nodes)
     }, asked
     assert not [p for p in result.report.problems if p.check == "peer-ssh"]
-    # As above, and every node but the head is SSHed into once by its upstream neighbour.
+    # As above, plus each node's command for that SSH (not the last node's: it has no next),
+    # and every node but the head is SSHed into once by its upstream neighbour.
     starts = [slow.shell_starts(nd) for nd in slow.nodes]
-    assert starts == [6] + [5] * (len(starts) - 1), starts
+    assert starts == [7] + [6] * (len(starts) - 2) + [5], starts
