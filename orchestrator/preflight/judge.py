@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from orchestrator.kernel.model import KernelHealth
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.checks import CHECK_TABLE, CHECKS
 from orchestrator.preflight.checks.engine import _check_engine_args
 from orchestrator.preflight.checks.fabric import _check_tcp
+from orchestrator.preflight.checks.kernel import KERNEL_CHECKS, check_kernel
 from orchestrator.preflight.engine_args import EngineArgsResult
 from orchestrator.preflight.model import (
     NotChecked,
@@ -107,6 +109,7 @@ def judge(
     image_ready: Mapping[str, bool] | None = None,
     need_peer_ssh: bool | None = None,
     engine_args: EngineArgsResult | None = None,
+    kernel_health: Mapping[str, KernelHealth] | None = None,
     recipe_path: Path | None = None,
     not_asked: Mapping[str, str] | None = None,
 ) -> Judgement:
@@ -146,6 +149,8 @@ def judge(
     skipped: list[NotChecked] = []
     for check in CHECK_TABLE:
         because = _not_run(j, check.name, check.docker_only, reachability, engine_args)
+        if because is None and check.name in KERNEL_CHECKS and kernel_health is None:
+            because = "the nodes' kernel and fabric health was not asked"
         if because is not None:
             why = (not_asked or {}).get(check.name, because)
             skipped.append(NotChecked(check=check.name, because=why))
@@ -157,6 +162,8 @@ def judge(
             _check_tcp(j, reachability)
         elif check.name == "engine-args":
             _check_engine_args(j, engine_args)
+        elif check.name in KERNEL_CHECKS:
+            check_kernel(j, check.name, kernel_health)
     order = {n.name: n.rank for n in inventory.nodes}
     checks = list(CHECKS)
     j.problems.sort(

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.aio import resolved
 from orchestrator.facts import FactsRequest, gather_facts, peer_target
+from orchestrator.kernel.health import probe_kernel_health
 from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
 from orchestrator.models.inventory import Connection, Inventory
@@ -79,7 +80,7 @@ async def run_preflight(
             launch_error = str(exc)
         # Independent of each other: the per-node commands (the SSH to the chain neighbour, the
         # connect to the head's rendezvous port) and the engine's parser on the head.
-        links, engine_args = await asyncio.gather(
+        links, engine_args, kernel_health = await asyncio.gather(
             link_sessions(
                 inventory,
                 transports,
@@ -91,6 +92,9 @@ async def run_preflight(
             _engine_args(recipe, inventory, plan, launch, transports, facts[0], docker, limits)
             if launch is not None and head_up
             else resolved(None),
+            # The kernel and fabric health of each node (RemoveIPC, link speed, the last
+            # hour's Xid/AER/link lines): one command per node, beside the others.
+            probe_kernel_health(inventory.nodes, transports) if docker else resolved(None),
         )
         if launch is None:
             not_asked["engine-args"] = f"no launch plan to check: {launch_error}"
@@ -110,6 +114,7 @@ async def run_preflight(
         image_will_be_pushed=image_will_be_pushed,
         image_ready=image_ready,
         engine_args=engine_args,
+        kernel_health=kernel_health,
         recipe_path=recipe_path,
         not_asked=not_asked,
     )

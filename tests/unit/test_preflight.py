@@ -106,7 +106,15 @@ def test_every_check_runs_and_each_has_a_description_for_the_docs() -> None:
     recipe = sglang()
     plan = plan_rendezvous(recipe, inv, facts)
     asked = EngineArgsResult(node="spark-0", argv=[])
-    judged = judge(recipe, inv, facts, plan, reachability=reach_all_ok(inv), engine_args=asked)
+    judged = judge(
+        recipe,
+        inv,
+        facts,
+        plan,
+        reachability=reach_all_ok(inv),
+        engine_args=asked,
+        kernel_health={},
+    )
     assert judged.ran == list(CHECKS) and judged.not_checked == []
 
 
@@ -117,7 +125,9 @@ def test_a_check_without_its_result_is_listed_as_not_checked_with_why() -> None:
     recipe = sglang()
     judged = judge(recipe, inv, facts, plan_rendezvous(recipe, inv, facts))
     why = {n.check: n.because for n in judged.not_checked}
-    assert set(why) == {"rendezvous-tcp", "engine-args", "peer-ssh"}
+    kernel = {"logind-removeipc", "fabric-speed", "kernel-recent"}
+    assert set(why) == {"rendezvous-tcp", "engine-args", "peer-ssh", *kernel}
+    assert all(why[k] == "the nodes' kernel and fabric health was not asked" for k in kernel)
     assert "has no address on" in why["rendezvous-tcp"] or "did not answer" in why["rendezvous-tcp"]
     assert "image chain will not run" in why["peer-ssh"]
     assert not set(why) & set(judged.ran)

@@ -17,6 +17,7 @@ from orchestrator.preflight.checks.fabric import (
     _check_rdma,
     _check_subnet,
 )
+from orchestrator.preflight.checks.kernel import KERNEL_CHECKS
 from orchestrator.preflight.checks.resources import (
     _check_clock,
     _check_containers,
@@ -124,5 +125,7 @@ CHECK_TABLE: tuple[Check, ...] = (
         _check_peers,
         docker_only=True,
     ),
+    # The judge dispatches these over the kernel health the runner hands it (checks/kernel.py).
+    *(Check(name, what, None, docker_only=True) for name, what in KERNEL_CHECKS.items()),
 )
 CHECKS: dict[str, str] = {c.name: c.description for c in CHECK_TABLE}
