@@ -52,7 +52,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_a_rank_killed_after_ready_is_rank_died_with_its_exit_code_and_last_lines(
     sim_weights, state
 ):
-    result, _ = await run_boot(sim_weights, state, fault="rank=3:exit-at=serving:after=5:code=3")
+    result, _ = await run_boot(sim_weights, state, fault="rank=3:exit-at=serving:after=15:code=3")
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
         incident = await asyncio.wait_for(watch_run(result.run, serve=FAST), 90)
