@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -46,7 +46,14 @@ from orchestrator.preflight import run_preflight
 from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.tcp import connect_probe
 from orchestrator.recipes import resolve_recipe
-from orchestrator.run_files import InventorySnapshot, Plans, RunManifest, Verdict, Versions
+from orchestrator.run_files import (
+    InventorySnapshot,
+    Plans,
+    RankImage,
+    RunManifest,
+    Verdict,
+    Versions,
+)
 from orchestrator.runctx import RunContext, watch_config
 from orchestrator.runstore import Run, RunLock, RunStore
 from orchestrator.runtime.base import RankSpec, Runtime
@@ -59,6 +66,9 @@ from orchestrator.supervisor.view import BootView
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.transport.pool import close_transports, open_transports
 from orchestrator.wording import waves_text
+
+if TYPE_CHECKING:  # the image push is imported where a boot pushes
+    from orchestrator.images.model import PushReport
 
 log = get_logger(__name__)
 SIM_SCALE_DEFAULT = "default"
@@ -391,6 +401,7 @@ def write_manifest(
     twin: dict[str, Any] | None,
     inventory: Inventory,
     plans: Plans | None = None,
+    images: Sequence[RankImage] = (),
 ) -> None:
     run.write_manifest(
         RunManifest(
@@ -402,6 +413,7 @@ def write_manifest(
             twin=twin,
             inventory=InventorySnapshot.of(inventory),
             plans=plans or Plans(),
+            images=tuple(images),
         )
     )
 
@@ -514,7 +526,9 @@ async def _boot(
         runtime = ProcessRuntime(options.process_root)
     else:
         if options.push_image:
-            await ensure_image(run, ui, recipe, inventory, options)
+            pushed = await ensure_image(run, ui, recipe, inventory, options)
+            images = rank_images(pushed, inventory)
+            write_manifest(run, real, recipe, twin, inventory, plans, images)
         runtime = DockerRuntime(transports)
     # Also the simulated cluster's (local) transports: vLLM's launch waits on the head's port.
     transports.update(open_transports(inventory, options.connect))
@@ -599,9 +613,23 @@ async def _boot(
     )
 
 
+def rank_images(report: PushReport, inventory: Inventory) -> tuple[RankImage, ...]:
+    """Each rank's image as its node's Docker reported it after the push."""
+    by_node = {n.node: n for n in report.nodes}
+    return tuple(
+        RankImage(
+            rank=node.rank,
+            node=node.name,
+            image_id=by_node[node.name].image_id if node.name in by_node else None,
+            config_digest=by_node[node.name].config_digest if node.name in by_node else None,
+        )
+        for node in inventory.nodes
+    )
+
+
 async def ensure_image(
     run: Run, ui: BootUI, recipe: Recipe, inventory: Inventory, options: BootOptions
-) -> None:
+) -> PushReport:
     """Push the recipe's image where it is missing, verify it, probe exec-readiness."""
     from orchestrator.images import PushOptions, push_image
 
@@ -625,6 +653,7 @@ async def ensure_image(
             where=f"run {run.id}",
             hint=f"see {run.dir / 'image.json'}; `cluster image push` retries only what failed",
         )
+    return report
 
 
 def runtime_of(

@@ -27,6 +27,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "InventorySnapshot",
     "Plans",
+    "RankImage",
     "RunManifest",
     "UpgradeError",
     "Verdict",
@@ -68,6 +69,16 @@ class InventorySnapshot(StrictModel):
         )
 
 
+class RankImage(StrictModel):
+    """The image a rank ran, as its node's Docker named it after the push (issue 30): a rank's
+    image is known after the fact, and two storage drivers are compared by config digest."""
+
+    rank: int
+    node: str
+    image_id: str | None = None
+    config_digest: str | None = Field(default=None, description="None: the store hides it")
+
+
 class Plans(StrictModel):
     """Filled once preflight made them; a run refused before has none."""
 
@@ -88,6 +99,7 @@ class RunManifest(StrictModel):
     twin: dict[str, Any] | None = None
     inventory: InventorySnapshot
     plans: Plans = Plans()
+    images: tuple[RankImage, ...] = ()  # after the image step; empty when it did not run
 
 
 class Verdict(StrictModel):

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
@@ -31,13 +32,14 @@ from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
 from orchestrator.models.run import Finding, Outcome, RunPhase
+from orchestrator.run_files import RankImage
 from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
 from orchestrator.status import current_view
 from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.table import BootTable
 from orchestrator.supervisor.view import BootView
-from orchestrator.wording import plural
+from orchestrator.wording import plural, rank_list
 
 
 class StatusFormat(StrEnum):
@@ -104,6 +106,9 @@ def status(
         return
     if not watch:
         console.print(BootTable(asyncio.run(current_view(ctx)), wide=wide), soft_wrap=wide)
+        if wide:
+            for text in image_lines(ctx.manifest.images):
+                console.print(plain(text), soft_wrap=True)
         return
     if not live_terminal():  # a pipe, a file, TERM=dumb: the boot's plain progress lines
         progress = PlainProgress()
@@ -123,6 +128,21 @@ def status(
                 time.sleep(interval)
         except KeyboardInterrupt:
             return
+
+
+def image_lines(images: Sequence[RankImage]) -> list[str]:
+    """`status --wide`: which image each rank ran (image Id and config digest per node, from
+    the push; ranks that agree share a line)."""
+    if not images:
+        return ["image: not recorded (the boot pushed no image: --no-push or the built-in cluster)"]
+    groups: dict[tuple[str | None, str | None], list[int]] = {}
+    for im in images:
+        groups.setdefault((im.image_id, im.config_digest), []).append(im.rank)
+    return [
+        f"image: ranks {rank_list(ranks)}: id {image_id or '?'}, "
+        f"config {config or 'hidden by its store'}"
+        for (image_id, config), ranks in groups.items()
+    ]
 
 
 def not_started(run: Run) -> str | None:

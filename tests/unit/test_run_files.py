@@ -130,3 +130,34 @@ def test_verdict_document_has_the_derived_fields():
     doc = v.document()
     assert doc["exit_code"] == 6 and doc["category"] == "rendezvous-network"
     assert doc["outcome"] == "NODE_LOST" and doc["schema_version"] == SCHEMA_VERSION
+
+
+def test_each_ranks_image_is_recorded_from_the_push_and_shown_by_status_wide():
+    from types import SimpleNamespace
+
+    from orchestrator.boot import rank_images
+    from orchestrator.cli.operate import image_lines
+    from tests.unit.test_rendezvous import spark_inventory
+
+    inv = spark_inventory(8)
+    names = [n.name for n in inv.nodes]
+    pushed = SimpleNamespace(
+        nodes=[
+            SimpleNamespace(node=names[0], image_id="sha256:aa", config_digest="sha256:cc"),
+            SimpleNamespace(node=names[1], image_id="sha256:aa", config_digest="sha256:cc"),
+            SimpleNamespace(node=names[2], image_id="sha256:bb", config_digest="sha256:cc"),
+        ]
+    )
+    images = rank_images(pushed, inv)  # type: ignore[arg-type]
+    assert [(i.rank, i.image_id) for i in images] == [
+        (0, "sha256:aa"),
+        (1, "sha256:aa"),
+        (2, "sha256:bb"),
+        *((k, None) for k in range(3, 8)),
+    ]
+    assert image_lines(images) == [
+        "image: ranks 0-1: id sha256:aa, config sha256:cc",
+        "image: ranks 2: id sha256:bb, config sha256:cc",
+        "image: ranks 3-7: id ?, config hidden by its store",
+    ]
+    assert image_lines(())[0].startswith("image: not recorded")
