@@ -19,21 +19,21 @@ import sys
 import time
 from pathlib import Path
 
+from orchestrator.boot import resumed_supervisor, runtime_of
 from orchestrator.errors import RunStoreError
+from orchestrator.kernel.hooks import collect_for_run
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Stopped
 from orchestrator.models.recipe import Recipe
 from orchestrator.models.run import Finding, HeadReady
-from orchestrator.runctx import RunContext, load_context, replay_logs
+from orchestrator.runctx import RunContext, load_context
 from orchestrator.runstore import Run, RunLock
 from orchestrator.runtime.base import Runtime
-from orchestrator.runtime.docker import DockerRuntime
-from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import probe_ready
 from orchestrator.supervisor.serving import ServeWatchConfig
 from orchestrator.supervisor.serving_watch import Relaunch, ServingWatch
 from orchestrator.supervisor.state import reduce
-from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
+from orchestrator.supervisor.supervise import Supervisor
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.transport.pool import close_transports, open_transports
 
@@ -105,27 +105,9 @@ async def _watch_held(
     process_root: Path | None,
 ) -> Finding | None:
     ctx = load_context(run)
-    transports: dict[str, Transport] = {}
-    runtime: Runtime
-    if ctx.simulated:
-        runtime = ProcessRuntime(process_root)
-    else:
-        transports = dict(open_transports(ctx.inventory, connect or ConnectOptions()))
-        runtime = DockerRuntime(transports)
+    runtime, transports = runtime_of(ctx, connect or ConnectOptions(), process_root)
     try:
-        sup = Supervisor(
-            run,
-            ctx.specs,
-            runtime,
-            SuperviseConfig(
-                watch=ctx.watch,
-                ready_url=ctx.ready_url,
-                endpoint=ctx.endpoint,
-                ready_timeout_s=ctx.timeouts.ready_deadline_s,
-            ),
-            recipe=ctx.recipe_name,
-            resume_state=replay_logs(ctx),
-        )
+        sup = resumed_supervisor(run, ctx, runtime)
         latency = await asyncio.to_thread(probe_ready, ctx.ready_url)
         # The head served at READY: every rank that loaded serves in its group (the reducer's
         # rule). Whether it still answers is the canary's question, asked within seconds.
@@ -143,7 +125,10 @@ async def _watch_held(
         watching.append(watch)
         if halt.is_set():  # a stop asked while the run was being read
             return None
-        return await watch.run_watch(held=lock)
+        ended = await watch.run_watch(held=lock)
+        if ended is not None:  # an incident: each node's kernel lines beside it (bounded)
+            await collect_for_run(run, transports, ctx.specs, sup.lost_ranks())
+        return ended
     finally:
         await close_transports(transports)
 
