@@ -99,8 +99,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     interrupted = str(verdict.get("outcome", "")).upper() == "INTERRUPTED"
 
     # Failure evidence in the words of each rank, and when it started.
+    # (a notice is not failure evidence: a slow boot prints it while it still progresses)
     log_fail: dict[int, float | None] = {
-        r.rank: earliest(h.evidence.ts for h in r.hits) for r in ranks
+        r.rank: earliest(h.evidence.ts for h in r.hits if h.role != "notice") for r in ranks
     }
     hits: dict[int, list[Hit]] = {}
     for r in ranks:
@@ -114,6 +115,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             )
         )
         hits[r.rank] = found
+    # What the blame weighs: everything but the notices, which the report still lists.
+    shown = hits
+    hits = {k: [h for h in v if h.role != "notice"] for k, v in shown.items()}
     # An exception line is failure evidence too, even when no signature names it: a boot that
     # raised is never `ready`.
     failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r) or r.exceptions}
@@ -277,7 +281,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             exit_code=r.exit.exit_code if r.exit else None,
             oom_killed=r.exit.oom_killed if r.exit else None,
             status=r.exit.status if r.exit else None,
-            signatures=tuple(dict.fromkeys(h.signature for h in hits[r.rank])),
+            signatures=tuple(dict.fromkeys(h.signature for h in shown[r.rank])),
             reason=reasons[r.rank],
             last_line=r.last_line,
         )
@@ -292,9 +296,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         first_error=first_error,
         cascade_ranks=cascade,
         ranks=rank_reports,
-        signatures=_signature_reports(ranks, hits, sigs),
+        signatures=_signature_reports(ranks, shown, sigs),
         recipe_changes=changes,
-        timeline=_timeline(ranks, hits, stopped_at=run.stopped_at),
+        timeline=_timeline(ranks, shown, stopped_at=run.stopped_at),
         notes=tuple(notes),
         outcome=outcome,
         confidence=round(confidence, 3) if confidence is not None else None,

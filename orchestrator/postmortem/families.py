@@ -140,6 +140,18 @@ FAMILIES: tuple[Family, ...] = (
         "a model type the installed transformers does not know",
         frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
+    # a KeyError whose message is a per-layer parameter path ('model.layers.3.mlp.experts.
+    # w2_weight_scale', 'layers.35.mlp.gate.g_idx'): the loader looked a checkpoint tensor up in
+    # the model's parameters and it is not there (a quantized checkpoint the model class does
+    # not lay out that way): the weights', even when the path names experts (issue 29)
+    _f(
+        "weights-files",
+        "medium",
+        r"^KeyError$",
+        r"^KeyError: ['\"]?(?:[A-Za-z_][A-Za-z0-9_]*\.)*(?:layers?|h|blocks?)\.[0-9]+\."
+        r"[A-Za-z0-9_.]+['\"]?\s*$",
+        "a checkpoint tensor the model's parameters do not have",
+    ),
     # raised inside the fused-MoE code, whatever it says (an arch or shape refusal there is
     # the MoE runner's: the corpus README's rule, and the runners' own asserts say nothing)
     _f("moe-runner", "medium", None, None, "the MoE runner", frames=_MOE_FRAMES),
@@ -159,6 +171,17 @@ FAMILIES: tuple[Family, ...] = (
         None,
         r"^(?!.*(?:[Aa]ttention|KV cache|MLA backend)).*(?:fp8e4nv|f8e4m3nv)",
         "a Triton FP8 MoE kernel below sm_90",
+    ),
+    # a size the tensor-parallel degree does not divide ("The choosen size 50432 is not
+    # compatible with sharding on 3 shards", "... must be divisible by tensor parallel size"):
+    # the engine refusing the TP flag for this model, even though it says "shards" (issue 29)
+    _f(
+        "config-validator-refusal",
+        "medium",
+        r"AssertionError|ValueError|RuntimeError|NotImplementedError",
+        r"not compatible with sharding|(?:must be|is not|isn't|be) (?:evenly )?divisible by|"
+        r"not divisible by",
+        "a size the tensor-parallel degree does not divide",
     ),
     # who refused decides: an argument/config check of the engine (its traceback ends in
     # arg_utils.py, server_args.py or config/*.py) refusing a backend *because of* the GPU is the

@@ -87,7 +87,7 @@ def tracker_family(project: str) -> str:
     return "other"
 
 
-Role = Literal["cause", "cascade", "barrier", "symptom"]
+Role = Literal["cause", "cascade", "barrier", "symptom", "notice"]
 """How a match bears on blame.
 
 cause    the rank that printed it failed for this reason (an OOM, a refused flag, a bad NIC)
@@ -97,6 +97,10 @@ barrier  SGLang's post-load barrier: printed by ranks that FINISHED loading; it 
          ranks that did not (the straggler)
 symptom  something failed but the line says not what (a traceback's first line, "see root
          cause above"): it dates the failure and defers to a cause on the same rank
+notice   a slow-progress notice (vLLM's "No available shared memory broadcast block found in
+         60 seconds", printed at INFO while workers compile or load): shown in the timeline and
+         the signature list, never failure evidence by itself (issue 29: the third set's
+         slow-but-healthy boots read as timeouts)
 """
 
 _ID = r"^[a-z0-9]+(-[a-z0-9]+)*$"

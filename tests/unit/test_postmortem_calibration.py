@@ -279,7 +279,7 @@ def test_a_refusal_naming_the_gpu_raised_by_the_argument_checks_is_the_validator
     text = """Traceback (most recent call last):
   File "/usr/local/lib/python3.12/dist-packages/{where}", line 1200, in create_engine_config
     raise ValueError(msg)
-ValueError: The frobnicator attention path is not supported on Blackwell devices
+ValueError: The frobnicator attention path is only supported on Hopper GPUs (SM90)
 """
     at_start = postmortem_logs([_log(tmp_path, text.format(where="vllm/engine/arg_utils.py"))])
     assert at_start.category == "config-validator-refusal"

@@ -73,7 +73,7 @@ def test_log_records_of_one_length_are_not_taken_for_a_wrap() -> None:
         ("torch.distributed.DistNetworkError: Connection reset by peer", "rendezvous-network", "medium"),
         ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer", "rendezvous-network", "medium"),
         ("[rank11]: FileNotFoundError: No such file or directory: model-00001-of-00004.safetensors", "weights-files", "medium"),
-        ("ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (8).", "config-validator-refusal", "low"),
+        ("ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (8).", "config-validator-refusal", "medium"),
         ('    raise ValueError(f"No supported config format found in {model}.")', "tokenizer-config", "medium"),
         ("TimeoutError: Timed out waiting for the engine to start", "watchdog-timeout", "low"),
         ("  what():  CUDA error: no kernel image is available for execution on the device", "unsupported-arch-kernel", "medium"),

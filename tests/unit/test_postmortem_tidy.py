@@ -52,7 +52,7 @@ def test_one_long_message_wrapped_once_is_joined_back() -> None:
     assert out[1] == "" and out[2] == "short line"
     assert len(out) == len(text.split("\n"))
     kinds = {c.sig.id for c in load_signatures().match_text(out[0])}
-    assert "backend-refuses-this-gpu-architecture" in kinds
+    assert "backend-choice-refused-for-this-gpu" in kinds
 
 
 def test_a_long_line_followed_by_its_own_record_is_not_joined() -> None:
