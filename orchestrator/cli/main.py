@@ -66,7 +66,8 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "supervise",
         False,
         "Supervise a run again after its controller died: resume every rank's log where the "
-        "preserved copy ends, and carry on to READY or a verdict.",
+        "preserved copy ends, and carry on to READY or a verdict; a serving run (READY) is "
+        "watched until an incident or `cluster stop` (the serving watch, docs/operating.md).",
     ),
     "stop": (
         "operate",
