@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 Family = Literal["oom-kill", "xid", "aer", "link", "hung-task", "io-error", "segfault"]
 FAMILIES: tuple[Family, ...] = (
@@ -276,6 +276,15 @@ def _container_of(cgroup: str | None) -> str | None:
     return m.group("id") if m else None
 
 
+def _process(m: re.Match[str]) -> dict[str, Any]:
+    """The PID and command a line names (the process killed, hung or crashed)."""
+    return {"pid": int(m.group("pid")), "comm": m.group("comm")}
+
+
+def _who(m: re.Match[str]) -> str:
+    return f"{m.group('comm')} (PID {m.group('pid')})"
+
+
 def classify(line: KernelLine) -> KernelEvent | None:
     """The family a line belongs to, or None."""
     msg = line.message
@@ -285,11 +294,10 @@ def classify(line: KernelLine) -> KernelEvent | None:
             "oom-kill",
             line,
             True,
-            pid=int(m.group("pid")),
-            comm=m.group("comm"),
             cgroup=memcg,
             container=_container_of(memcg),
-            detail=f"the OOM killer chose {m.group('comm')} (PID {m.group('pid')}) in {memcg}",
+            detail=f"the OOM killer chose {_who(m)} in {memcg}",
+            **_process(m),
         )
     if m := _OOM_KILLED.search(msg):
         where = "its memory cgroup's limit" if m.group("memcg") else "the node's memory"
@@ -297,10 +305,8 @@ def classify(line: KernelLine) -> KernelEvent | None:
             "oom-kill",
             line,
             True,
-            pid=int(m.group("pid")),
-            comm=m.group("comm"),
-            detail=f"the OOM killer killed {m.group('comm')} (PID {m.group('pid')}): "
-            f"{where} ran out",
+            detail=f"the OOM killer killed {_who(m)}: {where} ran out",
+            **_process(m),
         )
     if m := _XID.search(msg):
         pid = (m.group("pid") or "").strip("'")
@@ -337,27 +343,14 @@ def classify(line: KernelLine) -> KernelEvent | None:
             + (f": {severity}" if severity else ""),
         )
     if m := _HUNG.search(msg):
-        return KernelEvent(
-            "hung-task",
-            line,
-            True,
-            pid=int(m.group("pid")),
-            comm=m.group("comm"),
-            detail=f"{m.group('comm')} (PID {m.group('pid')}) blocked in D state for over "
-            f"{m.group('secs')} s",
-        )
+        blocked = f"{_who(m)} blocked in D state for over {m.group('secs')} s"
+        return KernelEvent("hung-task", line, True, detail=blocked, **_process(m))
     if m := _IO.search(msg):
         dev = next(g for g in m.groups() if g)
         return KernelEvent("io-error", line, True, device=dev, detail=f"I/O error on {dev}")
     if m := _SEGV.search(msg):
-        return KernelEvent(
-            "segfault",
-            line,
-            True,
-            pid=int(m.group("pid")),
-            comm=m.group("comm"),
-            detail=f"{m.group('comm')} (PID {m.group('pid')}) crashed with a segmentation fault",
-        )
+        crashed = f"{_who(m)} crashed with a segmentation fault"
+        return KernelEvent("segfault", line, True, detail=crashed, **_process(m))
     return None
 
 
