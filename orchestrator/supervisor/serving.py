@@ -202,14 +202,7 @@ class ServingState:
 def _incident(
     watcher: str, rank: int | None, outcome: Outcome, message: str, advice: str
 ) -> Finding:
-    return Finding(
-        watcher=watcher,
-        severity="verdict",
-        rank=rank,
-        outcome=outcome,
-        message=message,
-        advice=advice,
-    )
+    return Finding.verdict(watcher, outcome, message, rank=rank, advice=advice)
 
 
 def watch_died(s: BootState) -> list[Finding]:

@@ -99,16 +99,7 @@ def _verdict(
     watcher: str, rank: int | None, outcome: Outcome, *, message: str, advice: str
 ) -> list[Finding]:
     """A verdict: the boot ends with `outcome`; `rank` is the one it names first."""
-    return [
-        Finding(
-            watcher=watcher,
-            severity="verdict",
-            rank=rank,
-            outcome=outcome,
-            message=message,
-            advice=advice,
-        )
-    ]
+    return [Finding.verdict(watcher, outcome, message, rank=rank, advice=advice)]
 
 
 def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | None:
