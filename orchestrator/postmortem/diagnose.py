@@ -31,6 +31,7 @@ from orchestrator.postmortem.exit_rules import earliest, exit_hits, failed_exit
 from orchestrator.postmortem.families import (
     ARG_CHECK_FRAMES,
     FAMILIES,
+    Raised,
     classify,
     exception_of,
     family_index,
@@ -339,19 +340,25 @@ def _engine_by_frames(root: Candidate, ranks: Sequence[RankFacts], sigs: Signatu
 _ARG_CHECKS = re.compile(ARG_CHECK_FRAMES)
 
 
+def _deciding_exception(root: Candidate, ranks: Sequence[RankFacts]) -> tuple[Raised | None, str]:
+    """The exception the root cause rests on (its first evidence line, raised on its rank) and
+    that traceback's frames; (None, "") when the evidence is not a raised exception."""
+    facts = next((r for r in ranks if r.rank == root.rank), None)
+    if facts is None or not root.evidence or root.evidence[0] not in facts.exceptions:
+        return None, ""
+    ev = root.evidence[0]
+    i = facts.exceptions.index(ev)
+    frames = facts.exception_frames[i] if i < len(facts.exception_frames) else ""
+    return exception_of(ev.text), frames
+
+
 def _who_refused(root: Candidate, ranks: Sequence[RankFacts]) -> list[str]:
     """A refusal that names the GPU, raised by the engine's argument checks at start-up (not a
     kernel at run time), is the validator's: the flag is what to change. Returns the category
     the words alone gave (the verdict says both), or nothing."""
-    if root.category != "unsupported-arch-kernel" or not root.evidence:
+    if root.category != "unsupported-arch-kernel":
         return []
-    facts = next((r for r in ranks if r.rank == root.rank), None)
-    ev = root.evidence[0]
-    if facts is None or ev not in facts.exceptions:
-        return []
-    i = facts.exceptions.index(ev)
-    frames = facts.exception_frames[i] if i < len(facts.exception_frames) else ""
-    raised = exception_of(ev.text)
+    raised, frames = _deciding_exception(root, ranks)
     if raised is None or raised.name not in _REFUSALS or not _ARG_CHECKS.search(frames):
         return []
     root.category = "config-validator-refusal"
@@ -366,15 +373,9 @@ _REFUSALS = frozenset(
 def split_reading(root: Candidate, ranks: Sequence[RankFacts]) -> list[str]:
     """Other categories the deciding exception line also reads as (medium families only): the
     evidence is split, and the verdict says both (a refusal that names the GPU)."""
-    if root.signature is not None or root.strength != 1 or not root.evidence:
+    if root.signature is not None or root.strength != 1:
         return []
-    facts = next((r for r in ranks if r.rank == root.rank), None)
-    ev = root.evidence[0]
-    if facts is None or ev not in facts.exceptions:
-        return []
-    i = facts.exceptions.index(ev)
-    frames = facts.exception_frames[i] if i < len(facts.exception_frames) else ""
-    raised = exception_of(ev.text)
+    raised, frames = _deciding_exception(root, ranks)
     if raised is None:
         return []
     return list(
