@@ -27,6 +27,9 @@ class Deadlines:
     probe_s: float = 20.0
     # One TCP connect probe run on a node (the head's port while vLLM workers wait for it).
     port_probe_s: float = 10.0
+    # A command that does next to nothing (`kill PID`): if it takes longer, the node is in
+    # trouble and waiting more does not help.
+    short_command_s: float = 10.0
 
     # -- Docker on a node --------------------------------------------------------------------
     # `docker run -d` returns once the container started; a cold image's first start unpacks

@@ -16,6 +16,7 @@ from orchestrator.cli.inventory import open_inventory
 from orchestrator.cli.options import ConnectOpt, InventoryOpt, JsonOpt, StallOpt
 from orchestrator.cli.output import console, err_console, plain, print_json, styled
 from orchestrator.cli.transfer import TransferDisplay
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ConfigError
 from orchestrator.images import (
     ImageStatusReport,
@@ -251,7 +252,7 @@ def push(
     streams: Annotated[
         int, typer.Option("--streams", min=1, help="parallel streams of a fan-out")
     ] = 4,
-    connect_timeout: ConnectOpt = 10.0,
+    connect_timeout: ConnectOpt = DEADLINES.connect_s,
     stall_timeout: StallOpt = 15.0,
     ready_timeout: ReadyOpt = DEFAULT_WINDOW_S,
     no_probe: Annotated[
@@ -325,7 +326,7 @@ def probe(
     json_out: JsonOpt = False,
     ready_timeout: ReadyOpt = DEFAULT_WINDOW_S,
     digest: DigestOpt = None,
-    connect_timeout: ConnectOpt = 10.0,
+    connect_timeout: ConnectOpt = DEADLINES.connect_s,
 ) -> None:
     """Does every node hold IMAGE, and can it start a container from it right now?"""
     inv = open_inventory(inventory, quiet=json_out)
@@ -391,7 +392,7 @@ def status(
     from_tar: FromTarOpt = None,
     from_node: FromNodeOpt = None,
     json_out: JsonOpt = False,
-    connect_timeout: ConnectOpt = 10.0,
+    connect_timeout: ConnectOpt = DEADLINES.connect_s,
 ) -> None:
     """Per node: does it hold IMAGE, which layers does it lack (count, bytes), which store."""
     inv = open_inventory(inventory, quiet=json_out)

@@ -15,6 +15,7 @@ from orchestrator.cli.inventory import open_inventory
 from orchestrator.cli.options import ConnectOpt, InventoryOpt, JsonOpt, StallOpt
 from orchestrator.cli.output import console, err_console, plain, print_json
 from orchestrator.cli.transfer import TransferDisplay
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ConfigError, UnhealthyCluster
 from orchestrator.models.inventory import Inventory
 from orchestrator.preflight.model import PreflightLimits
@@ -137,7 +138,7 @@ def push(
     headroom_gib: Annotated[
         float, typer.Option("--headroom-gib", help="free space kept beyond what is written")
     ] = 1.0,
-    connect_timeout: ConnectOpt = 10.0,
+    connect_timeout: ConnectOpt = DEADLINES.connect_s,
     stall_timeout: StallOpt = 15.0,
 ) -> None:
     """Copy MODEL_DIR to every node's own disk: one read of the source, node to node; only
@@ -223,7 +224,7 @@ def status(
         float | None,
         typer.Option("--claim-gib", help="the engine's memory claim per node (for --warm)"),
     ] = None,
-    connect_timeout: ConnectOpt = 10.0,
+    connect_timeout: ConnectOpt = DEADLINES.connect_s,
 ) -> None:
     """Per node: the manifest it holds, complete or not, how much is in the page cache."""
     inv = open_inventory(inventory, quiet=json_out)

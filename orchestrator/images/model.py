@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ImageError
 from orchestrator.images.layers import LayerPlan
 from orchestrator.models.base import StrictModel
@@ -217,7 +218,7 @@ class PushOptions:
     compress: str = "auto"  # auto | zstd | none
     mode: str = "auto"  # auto | chain | fanout
     fanout_streams: int = 4
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = DEADLINES.connect_s
     stall_timeout_s: float = 15.0  # a hop that moves nothing this long is dead
     max_rounds: int = 3
     probe: bool = True  # exec-readiness on every node that loaded

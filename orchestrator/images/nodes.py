@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout
 from orchestrator.fanout import settle_each
@@ -81,7 +82,7 @@ async def gather_states(
     transports: dict[str, Transport],
     *,
     nodes: Sequence[Node] | None = None,
-    timeout_s: float = 20.0,
+    timeout_s: float = DEADLINES.probe_s,
 ) -> list[NodeState]:
     """Inspect the image, the store and the chain's tools on every node at once (rank order)."""
     chosen = list(nodes or inventory.nodes)
@@ -100,7 +101,7 @@ async def with_held_layers(
     transports: dict[str, Transport],
     want: ImageIdentity,
     *,
-    timeout_s: float = 20.0,
+    timeout_s: float = DEADLINES.probe_s,
 ) -> list[NodeState]:
     """The states, with the layers held by every reachable node that lacks `want` (asked only
     there, all at once: a re-push where every node holds the image asks nothing more)."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import Field
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError, ImageError
 from orchestrator.fanout import settle_each
 from orchestrator.images.model import TransportFactory
@@ -28,7 +29,7 @@ async def probe_exec_ready(
     window_s: float = DEFAULT_WINDOW_S,
     command: Sequence[str] = ("/bin/sh", "-c", "true"),
     transports: dict[str, Transport] | None = None,
-    connect_timeout_s: float = 10.0,
+    connect_timeout_s: float = DEADLINES.connect_s,
     on_result: Callable[[ExecReadiness], None] | None = None,
 ) -> list[ExecReadiness]:
     """The exec-readiness probe on every node named (default: all), at once; one answer per
@@ -141,7 +142,7 @@ async def probe_image(
     expected_digest: str | None = None,
     window_s: float = DEFAULT_WINDOW_S,
     command: Sequence[str] = ("/bin/sh", "-c", "true"),
-    connect_timeout_s: float = 10.0,
+    connect_timeout_s: float = DEADLINES.connect_s,
     factory: TransportFactory | None = None,
     on_result: Callable[[ExecReadiness], None] | None = None,
 ) -> ProbeReport:

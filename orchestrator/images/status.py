@@ -7,6 +7,7 @@ import asyncio
 
 from pydantic import Field
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.images.layers import plan_layers
@@ -102,7 +103,7 @@ async def image_status(
     reference: str,
     *,
     source: Source | None = None,
-    connect_timeout_s: float = 10.0,
+    connect_timeout_s: float = DEADLINES.connect_s,
 ) -> ImageStatusReport:
     """Ask every node at once; the source (controller, archive or node) says what the image is."""
     source = source or Source()

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError
 from orchestrator.facts import PROBE_TIMEOUT_S, ask_batch
 from orchestrator.models.inventory import Inventory
@@ -155,7 +156,9 @@ async def _rendezvous_test(
         # (closing the SSH channel would not), so the port is free again at once.
         listener.stopped = True
         with contextlib.suppress(ClusterError):
-            await transports[head.name].run(["kill", str(first.pid)], timeout_s=10)
+            await transports[head.name].run(
+                ["kill", str(first.pid)], timeout_s=DEADLINES.short_command_s
+            )
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(task), 3)
     if not task.done():

@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Incident, Restarted, Stopped, WatcherWarning
@@ -108,7 +109,11 @@ class ServingWatch:
     async def _stop_tasks(self) -> None:
         sup = self.sup
         sup.stop.set()
-        _done, pending = await asyncio.wait(self._tasks, timeout=2) if self._tasks else ((), ())
+        _done, pending = (
+            await asyncio.wait(self._tasks, timeout=DEADLINES.task_drain_s)
+            if self._tasks
+            else ((), ())
+        )
         for t in pending:
             t.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

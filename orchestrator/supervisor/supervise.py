@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 
+from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError
 from orchestrator.logging import get_logger
 from orchestrator.models.events import FollowInterrupted, VerdictRecord, WatcherWarning
@@ -255,7 +256,7 @@ class Supervisor:
             self.stop.set()
             # Followers of ranks that keep serving never end on their own: give every task a
             # moment to notice `stop`, then cancel what is left (all at once, not one by one).
-            _done, pending = await asyncio.wait(tasks, timeout=2)
+            _done, pending = await asyncio.wait(tasks, timeout=DEADLINES.task_drain_s)
             for t in pending:
                 t.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
