@@ -12,5 +12,5 @@
                    replay), `MARKERS` (the postmortem timeline), `may_mark` (a batch prefilter)
 
 Each pattern matches the stable part of a real line kept in `tests/fixtures/engine-lines/`
-(engine, version and source there); `tests/unit/test_dialects.py` runs the corpus through it.
+(engine, version and source there); `tests/unit/core/test_dialects.py` runs the corpus through it.
 """

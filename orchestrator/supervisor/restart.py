@@ -10,7 +10,7 @@ memory until the nodes fell over):
 - never while a node's MemAvailable is under `min_mem_available` (or unknown): wait for it, up to
   `mem_wait`, then the death is final.
 
-tests/unit/test_serving_watch.py drives it with a group that dies the moment it is back and checks
+tests/unit/supervisor/test_serving_watch.py drives it with a group that dies the moment it is back and checks
 every window.
 """
 

@@ -7,7 +7,7 @@ the middle, and a vLLM rank whose start is held back. vLLM is where the logs alo
 victim; SGLang's barrier line already named its straggler (test_boot_process.py boots one at
 rank 5, and a real SGLang head straggler is stored for the unit tests). Every rank position of
 both engines is covered by the unit tests, which swap a stored run's straggler into each place
-(tests/unit/test_postmortem_measured.py).
+(tests/unit/postmortem/test_postmortem_measured.py).
 """
 
 from __future__ import annotations
