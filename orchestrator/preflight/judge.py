@@ -4,14 +4,14 @@ in, every problem out, at once."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from orchestrator.kernel.model import KernelHealth
-from orchestrator.models.inventory import Inventory, Node
+from orchestrator.models.inventory import Inventory
 from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.checks import CHECK_TABLE, CHECKS
+from orchestrator.preflight.checks.context import Judge
 from orchestrator.preflight.checks.engine import _check_engine_args
 from orchestrator.preflight.checks.fabric import _check_tcp
 from orchestrator.preflight.checks.kernel import KERNEL_CHECKS, check_kernel
@@ -22,7 +22,6 @@ from orchestrator.preflight.model import (
     Problem,
     Reachability,
     Runtime,
-    Severity,
 )
 from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.rendezvous import RendezvousPlan
@@ -44,55 +43,6 @@ _DOCKER_SUBJECT = {
     "disk": "Docker data root to measure",
     "peer-ssh": "image chain, so no node-to-node SSH",
 }
-
-
-@dataclass
-class _Judge:
-    recipe: Recipe
-    inventory: Inventory
-    facts: dict[str, NodeFacts]
-    plan: RendezvousPlan
-    limits: PreflightLimits
-    runtime: Runtime
-    run_id: str | None
-    image_will_be_pushed: bool
-    image_ready: Mapping[str, bool] | None
-    need_peer_ssh: bool
-    problems: list[Problem]
-    ran: list[str]
-    recipe_path: Path | None = None
-
-    def add(
-        self,
-        check: str,
-        severity: Severity,
-        node: Node | None,
-        what: str,
-        evidence: str,
-        fix: str,
-    ) -> None:
-        self.problems.append(
-            Problem(
-                check=check,
-                severity=severity,
-                node=node.name if node else None,
-                rank=node.rank if node else None,
-                what=what,
-                evidence=evidence,
-                fix=fix,
-            )
-        )
-
-    def reachable(self) -> list[tuple[Node, NodeFacts]]:
-        return [
-            (n, self.facts[n.name])
-            for n in self.inventory.nodes
-            if n.name in self.facts and self.facts[n.name].reachable
-        ]
-
-    @property
-    def docker(self) -> bool:
-        return self.runtime == "docker"
 
 
 def judge(
@@ -131,7 +81,7 @@ def judge(
             and len(inventory.nodes) > 1
             and any(f.image is not None and not f.image.present for f in by_name.values())
         )
-    j = _Judge(
+    j = Judge(
         recipe=recipe,
         inventory=inventory,
         facts=by_name,
@@ -177,7 +127,7 @@ def judge(
 
 
 def _not_run(
-    j: _Judge,
+    j: Judge,
     name: str,
     docker_only: bool,
     reachability: Reachability | None,

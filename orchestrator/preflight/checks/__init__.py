@@ -32,7 +32,7 @@ from orchestrator.preflight.checks.resources import (
 from orchestrator.preflight.checks.weights_copies import _check_weights_copies
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Check:
 
     name: str
     description: str
-    run: Callable[[_Judge], None] | None
+    run: Callable[[Judge], None] | None
     docker_only: bool = False  # skipped on the process runtime: no image, container or disk
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from orchestrator.preflight.model import Severity
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
 
 PROBE_COMMANDS: dict[str, str] = {
     "host": "uname -n -r -m",
@@ -29,7 +29,7 @@ PROBE_COMMANDS: dict[str, str] = {
 # -- the checks, one function each -----------------------------------------------------------
 
 
-def _check_node_count(j: _Judge) -> None:
+def _check_node_count(j: Judge) -> None:
     n = len(j.inventory.nodes)
     if j.recipe.nodes != n:
         names = ", ".join(node.name for node in j.inventory.nodes)
@@ -44,7 +44,7 @@ def _check_node_count(j: _Judge) -> None:
         )
 
 
-def _check_reachable(j: _Judge) -> None:
+def _check_reachable(j: Judge) -> None:
     for node in j.inventory.nodes:
         f = j.facts.get(node.name)
         if f is None or f.reachable:
@@ -65,7 +65,7 @@ _CRITICAL_PROBES = {"interfaces", "listening"}
 _DOCKER_PROBES = {"docker", "containers", "image", "disks"}
 
 
-def _check_probes(j: _Judge) -> None:
+def _check_probes(j: Judge) -> None:
     for node, f in j.reachable():
         for probe, why in f.errors.items():
             if probe in _DOCKER_PROBES and not j.docker:

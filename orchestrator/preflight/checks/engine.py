@@ -11,10 +11,10 @@ from orchestrator.preflight.engine_args import EngineArgsResult, verdict_problem
 from orchestrator.preflight.model import Severity, gib
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
 
 
-def _check_engine_args(j: _Judge, result: EngineArgsResult | None) -> None:
+def _check_engine_args(j: Judge, result: EngineArgsResult | None) -> None:
     if result is None:
         return  # not asked: a real recipe on the process runtime has no image to ask
     path = j.recipe_path
@@ -30,7 +30,7 @@ def _check_engine_args(j: _Judge, result: EngineArgsResult | None) -> None:
 VLLM_DEFAULT_GMU = 0.9
 
 
-def _claim_fraction(j: _Judge) -> tuple[str, float] | None:
+def _claim_fraction(j: Judge) -> tuple[str, float] | None:
     """(flag, fraction) of the unified memory the engine claims at startup; None: not stated."""
     if j.recipe.engine is Engine.vllm:
         flag = "--gpu-memory-utilization"
@@ -41,7 +41,7 @@ def _claim_fraction(j: _Judge) -> tuple[str, float] | None:
     return (flag, float(values[-1])) if values else None  # SGLang sizes it itself when unset
 
 
-def _check_memory_claim(j: _Judge) -> None:
+def _check_memory_claim(j: Judge) -> None:
     """The engine's claim (fraction x MemTotal) against what the node has free now (the page
     cache the load itself needs is the `memory` check's: MemAvailable against the weights).
     vLLM refuses to start when the claim exceeds the free memory

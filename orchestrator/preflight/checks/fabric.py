@@ -11,12 +11,12 @@ from orchestrator.probes.interfaces import fabric_faults
 from orchestrator.probes.rdma import RdmaDevice
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
 
 # -- the checks, one function each -----------------------------------------------------------
 
 
-def _check_fabric(j: _Judge) -> None:
+def _check_fabric(j: Judge) -> None:
     for node, f in j.reachable():
         if f.interfaces is None:
             continue
@@ -48,7 +48,7 @@ def _check_fabric(j: _Judge) -> None:
             )
 
 
-def _check_subnet(j: _Judge) -> None:
+def _check_subnet(j: Judge) -> None:
     ranks = [r for r in j.plan.ranks if r.network is not None]
     if len(ranks) < 2:
         return
@@ -70,7 +70,7 @@ def _check_subnet(j: _Judge) -> None:
         )
 
 
-def _check_mtu(j: _Judge) -> None:
+def _check_mtu(j: Judge) -> None:
     mtus: dict[str, tuple[Node, int]] = {}
     for node, f in j.reachable():
         iface = f.interface(node.fabric_iface) if f.interfaces is not None else None
@@ -114,7 +114,7 @@ def _check_mtu(j: _Judge) -> None:
         )
 
 
-def _check_ports(j: _Judge) -> None:
+def _check_ports(j: Judge) -> None:
     head = j.inventory.head
     for port, holders, what, key in (
         (j.plan.head_port, j.plan.head_port_holders, "rendezvous", "ports.rendezvous"),
@@ -135,7 +135,7 @@ def _check_ports(j: _Judge) -> None:
         )
 
 
-def _check_tcp(j: _Judge, reach: Reachability | None) -> None:
+def _check_tcp(j: Judge, reach: Reachability | None) -> None:
     if reach is None:
         return
     head = j.inventory.head
@@ -215,7 +215,7 @@ def _check_tcp(j: _Judge, reach: Reachability | None) -> None:
         )
 
 
-def _check_rdma(j: _Judge) -> None:
+def _check_rdma(j: Judge) -> None:
     wants_dev = any(
         x.partition("=")[2].startswith("/dev/infiniband")
         for x in j.recipe.docker.extra

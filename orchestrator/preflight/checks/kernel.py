@@ -23,7 +23,7 @@ from orchestrator.models.inventory import Node
 from orchestrator.preflight.model import Problem, Severity
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
 
 KERNEL_CHECKS: dict[str, str] = {
     "logind-removeipc": "systemd-logind does not remove the shared memory NCCL uses "
@@ -131,7 +131,7 @@ _BY_NAME = {
 }
 
 
-def check_kernel(j: _Judge, name: str, health: Mapping[str, KernelHealth] | None) -> None:
+def check_kernel(j: Judge, name: str, health: Mapping[str, KernelHealth] | None) -> None:
     """The judge's entry for the three checks (`name` one of KERNEL_CHECKS), over the health
     the runner handed it; nodes that did not answer are the `probe` check's business."""
     for node, _facts in j.reachable():

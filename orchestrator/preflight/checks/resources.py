@@ -12,13 +12,13 @@ from orchestrator.models.recipe import Recipe
 from orchestrator.preflight.model import Severity, gib
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
     from orchestrator.probes.peers import PeerResult
 
 # -- the checks, one function each -----------------------------------------------------------
 
 
-def _check_docker(j: _Judge) -> None:
+def _check_docker(j: Judge) -> None:
     for node, f in j.reachable():
         if f.docker is not None and not f.docker.reachable:
             j.add(
@@ -32,7 +32,7 @@ def _check_docker(j: _Judge) -> None:
             )
 
 
-def _check_image(j: _Judge) -> None:
+def _check_image(j: Judge) -> None:
     ref = j.recipe.image.reference
     want = j.recipe.image.digest
     for node, f in j.reachable():
@@ -98,7 +98,7 @@ def _needs_gpu(recipe: Recipe) -> tuple[bool, bool]:
     return recipe.docker.gpus is not None, runtime
 
 
-def _check_gpu(j: _Judge) -> None:
+def _check_gpu(j: Judge) -> None:
     gpus, runtime = _needs_gpu(j.recipe)
     if not (gpus or runtime):
         return
@@ -125,7 +125,7 @@ def _check_gpu(j: _Judge) -> None:
             )
 
 
-def _check_weights(j: _Judge) -> None:
+def _check_weights(j: Judge) -> None:
     path = j.recipe.model.host_dir
     if path is None:
         return
@@ -166,7 +166,7 @@ def _check_weights(j: _Judge) -> None:
             )
 
 
-def _check_memory(j: _Judge) -> None:
+def _check_memory(j: Judge) -> None:
     per_rank = j.recipe.model.expected_bytes_per_rank
     need = int(per_rank * j.limits.mem_headroom) if per_rank else j.limits.min_mem_available
     basis = (
@@ -207,7 +207,7 @@ def _check_memory(j: _Judge) -> None:
             )
 
 
-def _check_containers(j: _Judge) -> None:
+def _check_containers(j: Judge) -> None:
     for node, f in j.reachable():
         for c in f.containers or ():
             if c.cluster_run is not None and c.cluster_run != j.run_id:
@@ -237,7 +237,7 @@ def _check_containers(j: _Judge) -> None:
                 )
 
 
-def _check_disk(j: _Judge) -> None:
+def _check_disk(j: Judge) -> None:
     for node, f in j.reachable():
         root = f.docker.root_dir if f.docker is not None else None
         usage = f.disk(root) if root else None
@@ -276,7 +276,7 @@ def _check_disk(j: _Judge) -> None:
             )
 
 
-def _check_clock(j: _Judge) -> None:
+def _check_clock(j: Judge) -> None:
     bound = j.limits.clock_skew_s
     for node, f in j.reachable():
         c = f.clock
@@ -295,7 +295,7 @@ def _check_clock(j: _Judge) -> None:
             )
 
 
-def _check_peers(j: _Judge) -> None:
+def _check_peers(j: Judge) -> None:
     severity = Severity.error if j.need_peer_ssh else Severity.warning
     for node, f in j.reachable():
         bad = [p for p in f.peers or () if not p.ok]

@@ -15,7 +15,7 @@ from orchestrator.models.inventory import Connection
 from orchestrator.preflight.model import Severity
 
 if TYPE_CHECKING:
-    from orchestrator.preflight.judge import _Judge
+    from orchestrator.preflight.checks.context import Judge
 
 LOCAL_BPS = 66e9 / 450  # seed 001: local disk, one rank
 SHARED_WARM_BPS = 71e9 / 2400  # seed 002: NFS, 8 ranks, warm server cache
@@ -34,7 +34,7 @@ def load_estimate(bytes_per_rank: int | None) -> str:
     )
 
 
-def _check_weights_copies(j: _Judge) -> None:
+def _check_weights_copies(j: Judge) -> None:
     path = j.recipe.model.host_dir
     if path is None:
         return
