@@ -22,7 +22,18 @@ from orchestrator.simulator import dialects as d
 from orchestrator.simulator.weights import WeightsInfo
 
 if TYPE_CHECKING:
-    from orchestrator.simulator.runner import Rank
+    from orchestrator.simulator.cli_args import EngineArgs
+
+
+class Rank(Protocol):
+    """What a voice reads of the rank it speaks for (simulator/runner.py's Rank has it): the
+    engine's arguments, where lines go, the weight reader's pid, when the KV cache began."""
+
+    args: EngineArgs
+    out: Out
+    child_pid: int | None
+    kv_started: float
+
 
 KV_BYTES_PER_TOKEN = 23045  # seed 000: 19.55 GB of MLA KV for 910897 tokens
 GIB = float(1 << 30)
