@@ -83,7 +83,7 @@ def postmortem(
                 where="cluster postmortem",
                 hint="cluster postmortem --logs rank-0.log rank-1.log ...",
             )
-        from orchestrator.kernel.pasted import postmortem_logs_with_kernel
+        from orchestrator.postmortem.kernel_pasted import postmortem_logs_with_kernel
 
         diagnosis = postmortem_logs_with_kernel([Path(p) for p in paths], kernel_log or ())
     else:

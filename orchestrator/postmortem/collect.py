@@ -501,7 +501,7 @@ def collect_run(run: Run, sigs: SignatureSet, *, workers: int | None = None) -> 
             ).model_copy(update={"lost": lost_at})
         )
     # the nodes' kernel logs (issue 28): each line joins the rank it concerns, on our clock
-    from orchestrator.kernel.hits import with_kernel_evidence  # it imports postmortem.model
+    from orchestrator.postmortem.kernel_hits import with_kernel_evidence
 
     facts, kernel_notes = with_kernel_evidence(run.dir, facts, sigs)
     notes.extend(kernel_notes)

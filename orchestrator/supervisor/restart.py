@@ -10,8 +10,8 @@ memory until the nodes fell over):
 - never while a node's MemAvailable is under `min_mem_available` (or unknown): wait for it, up to
   `mem_wait`, then the death is final.
 
-tests/unit/supervisor/test_serving_watch.py drives it with a group that dies the moment it is back and checks
-every window.
+tests/unit/supervisor/test_serving_watch.py drives it with a group that dies the moment
+it is back and checks every window.
 """
 
 from __future__ import annotations

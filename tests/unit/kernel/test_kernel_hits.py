@@ -7,7 +7,6 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.kernel.hits import with_pasted_kernel_logs
 from orchestrator.kernel.model import (
     KERNEL_JSON,
     KERNEL_LOG,
@@ -18,6 +17,7 @@ from orchestrator.kernel.model import (
 from orchestrator.kernel.read import parse_line
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.collect import collect_logs
+from orchestrator.postmortem.kernel_hits import with_pasted_kernel_logs
 from orchestrator.postmortem.signatures import load_signatures
 from orchestrator.runstore import Run, RunStore
 from tests.engine_lines import by_id

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
-from orchestrator.kernel.hits import MAX_READ_BYTES, with_pasted_kernel_logs
 from orchestrator.kernel.read import looks_like_kernel_log
 from orchestrator.postmortem.collect import collect_logs, rank_from_name
 from orchestrator.postmortem.diagnose import diagnose
+from orchestrator.postmortem.kernel_hits import MAX_READ_BYTES, with_pasted_kernel_logs
 from orchestrator.postmortem.model import Diagnosis
 from orchestrator.postmortem.signatures import SignatureSet, load_signatures
 
