@@ -42,6 +42,9 @@ _DOCKER_SUBJECT = {
     "containers": "containers to look at",
     "disk": "Docker data root to measure",
     "peer-ssh": "image chain, so no node-to-node SSH",
+    "logind-removeipc": "node's systemd-logind to ask",
+    "fabric-speed": "fabric port to measure",
+    "kernel-recent": "node kernel log of its own to read",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,7 +89,8 @@ def test_supervise_is_refused_while_the_boot_lives_and_stop_ends_its_supervisor(
             [*cli, "supervise", run_dir.name], env=env, capture_output=True, text=True, timeout=60
         )
         assert refused.returncode == ExitCode.RUN_STORE, refused.stderr
-        assert "held by its boot" in refused.stderr, refused.stderr
+        # Its boot, or already its supervisor (the same process) on a fast machine.
+        assert re.search(r"held by its (boot|supervisor) \(pid \d+", refused.stderr), refused.stderr
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             log = run_dir / "rank-7" / "stderr.log"
