@@ -39,6 +39,10 @@ CORE = (
     "orchestrator.postmortem.model",
     "orchestrator.postmortem.diagnose",
     "orchestrator.postmortem.exit_rules",
+    "orchestrator.deadlines",
+    "orchestrator.run_files",
+    "orchestrator.kernel.read",
+    "orchestrator.kernel.model",
 )
 """Pure modules (and packages: every module below them but their `__init__`)."""
 
@@ -53,6 +57,7 @@ EDGE = (
     "orchestrator.transport.ssh",
     "orchestrator.transport.local",
     "orchestrator.transport.pipe",
+    "orchestrator.transport.pool",
     "orchestrator.facts",
     "orchestrator.fanout",
     "orchestrator.runstore",
@@ -71,6 +76,9 @@ EDGE = (
     "orchestrator.images.chain",
     "orchestrator.images.nodes",
     "orchestrator.postmortem.collect",
+    "orchestrator.kernel.collect",
+    "orchestrator.kernel.hooks",
+    "orchestrator.watch",
 )
 """What acts on the world: SSH, processes, terminals, HTTP, the disk of runs."""
 
