@@ -341,11 +341,12 @@ class RunLock:
         async def heartbeat() -> None:
             nonlocal asked
             while True:
-                await asyncio.sleep(HEARTBEAT_S)
-                self.beat()
+                # A request already there (made before the block began) is heard at once.
                 if not asked and on_stop is not None and self.run.stop_requested():
                     asked = True
                     on_stop()
+                await asyncio.sleep(HEARTBEAT_S)
+                self.beat()
 
         task = asyncio.create_task(heartbeat())
         try:

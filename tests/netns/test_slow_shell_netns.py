@@ -70,12 +70,13 @@ def test_preflight_asks_each_node_in_a_few_shells_and_passes(slow: Testbed, tmp_
     assert reach is not None and len(reach.results) == len(slow.nodes) and not reach.errors, reach
     assert all(r.ok for r in reach.results.values()), reach
     starts = [slow.shell_starts(nd) for nd in slow.nodes]
-    # Every node: the probes' batch, the clock, free disk, the connect to the head's port (4).
+    # Every node: the probes' batch, the clock, free disk, the connect to the head's port, its
+    # kernel and fabric health (one command: logind, link speed, the last hour's kernel) (5).
     # The head also runs the listener and the engine-args probe (6); the listener ends by
     # itself once every node has connected, so no `kill` follows (issue 31: that was a 7th
     # start-up whenever its stream's end lost the race with the last connect's answer).
     # Nothing else may start a shell.
-    assert starts == [6] + [4] * (len(starts) - 1), starts
+    assert starts == [7] + [5] * (len(starts) - 1), starts
 
 
 def test_preflight_asks_each_node_for_its_chain_neighbour_alone_in_its_connect_session(
@@ -103,4 +104,4 @@ def test_preflight_asks_each_node_for_its_chain_neighbour_alone_in_its_connect_s
     # As above, plus each node's command for that SSH (not the last node's: it has no next),
     # and every node but the head is SSHed into once by its upstream neighbour.
     starts = [slow.shell_starts(nd) for nd in slow.nodes]
-    assert starts == [7] + [6] * (len(starts) - 2) + [5], starts
+    assert starts == [8] + [7] * (len(starts) - 2) + [6], starts

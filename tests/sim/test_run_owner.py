@@ -23,7 +23,9 @@ from orchestrator.inventory import load_inventory
 from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
+from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
+from orchestrator.stop import stop_run
 
 pytestmark = pytest.mark.sim
 RECIPE = "mistral-large4-8x-sglang"
@@ -47,9 +49,14 @@ async def test_a_stop_asked_during_preflight_ends_the_boot_stopped_before_any_ra
         run.request_stop(by="test")  # as `cluster stop` does through the lock
 
     options = BootOptions(sim_scale="test", sim_weights_root=twin_weights)
-    result = await asyncio.wait_for(
-        boot(RECIPE, inventory, options=options, store=RunStore(), on_run=on_run), 120
-    )
+    try:
+        result = await asyncio.wait_for(
+            boot(RECIPE, inventory, options=options, store=RunStore(), on_run=on_run), 120
+        )
+    finally:  # had the stop come too late, the ranks it started must not outlive the test
+        for started in runs:
+            if started.has_launch_plan():
+                await stop_run(load_context(started))
     (run,) = runs
     assert result.verdict.outcome is Outcome.STOPPED
     verdict = run.verdict()

@@ -41,6 +41,10 @@ def _node(name: str = "spark-3", rank: int = 3) -> Node:
     return Node(name=name, address="198.18.0.4", user="root", rank=rank, fabric_iface="enp1s0f0np0")
 
 
+def _both(config: str, recent: str) -> str:
+    return f"{config}\n@@cluster-kernel-recent@@\n{recent}"
+
+
 def _health_out(removeipc: list[str], speed: str = "100000", ethtool: str = ETHTOOL) -> str:
     lines = [f"removeipc={v}" for v in removeipc] + [
         f"speed={speed}",
@@ -110,9 +114,9 @@ def test_the_last_hours_xid_aer_and_link_down_lines_are_warned_and_quoted() -> N
     )
 
     def handler(argv: tuple[str, ...], stdin: bytes | None) -> FakeReply:
-        if "recent" in argv:
-            return FakeReply(stdout=_recent_reply(body + "\n"))
-        return FakeReply(stdout=_health_out([], speed="200000"))
+        # One command a node: the configuration, a marker, then the `recent` answer.
+        assert "recent" in argv
+        return FakeReply(stdout=_both(_health_out([], speed="200000"), _recent_reply(body + "\n")))
 
     node = _node()
     transports: dict[str, Transport] = {node.name: FakeTransport(node, handler)}
@@ -129,11 +133,9 @@ def test_dmesg_lines_older_than_an_hour_are_not_counted() -> None:
     body = "[  100.000000] mlx5_core 0000:01:00.0 enp1s0f0np0: Link down\n"
 
     def handler(argv: tuple[str, ...], stdin: bytes | None) -> FakeReply:
-        if "recent" in argv:  # up 5000 s: the line at 100 s is 81 min old
-            return FakeReply(
-                stdout=_recent_reply(body, "dmesg").replace("uptime=100.0", "uptime=5000.0")
-            )
-        return FakeReply(stdout=_health_out([], speed="200000"))
+        # up 5000 s: the line at 100 s is 81 min old
+        recent = _recent_reply(body, "dmesg").replace("uptime=100.0", "uptime=5000.0")
+        return FakeReply(stdout=_both(_health_out([], speed="200000"), recent))
 
     node = _node()
     health = asyncio.run(probe_kernel_health([node], {node.name: FakeTransport(node, handler)}))
