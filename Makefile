@@ -34,10 +34,10 @@ types: $(STAMP)
 engine-parsers: $(STAMP)
 	bash tests/engines/install-parsers.sh $(PY)
 
-# The tiers run side by side in 3 workers; what owns something machine-wide (the netns testbed,
-# the built-in cluster) stays in one worker each (tests/conftest.py: xdist groups).
+# The tiers run side by side as three pytest processes: the netns testbed, the built-in cluster
+# (tests/sim, tests/terminal and any module naming it) and the rest (tests/conftest.py groups).
 test: system-deps lint types engine-parsers
-	$(PY) -m pytest -ra -q --durations=25 -n 3 --dist loadgroup
+	bash tests/run_tiers.sh $(PY)
 
 clean:
 	rm -rf $(VENV) .engines

@@ -14,47 +14,57 @@ from tests.leaks import MARKER, describe, kill, left_running
 
 os.environ[MARKER] = uuid.uuid4().hex
 
-# pytest-xdist sets COLUMNS=80 in its workers, which a run without workers does not: tables
-# printed to a captured stdout would be laid out for 80 columns in one and 160 in the other.
-# The controller notes whether the person running the suite set COLUMNS; workers inherit that.
-_COLUMNS_NOTE = "CLUSTER_TEST_COLUMNS_WERE_SET"
-if "PYTEST_XDIST_WORKER" not in os.environ:
-    os.environ[_COLUMNS_NOTE] = "1" if "COLUMNS" in os.environ else "0"
-elif os.environ.get(_COLUMNS_NOTE) == "0":
-    os.environ.pop("COLUMNS", None)
-
 TESTS = Path(__file__).resolve().parent
-# `make test` runs the tiers side by side (pytest-xdist, `--dist loadgroup`). What owns something
-# machine-wide runs in one worker, one test at a time, as before:
-# - the netns testbed (its namespaces, bridge and daemons are one per machine);
-# - the built-in simulated cluster (127.0.0.10-17 and its ports), which tests/sim and
-#   tests/terminal boot, and which any other module reaches through its inventory or address.
+# `make test` runs the tiers side by side, as three pytest processes (tests/run_tiers.sh), each
+# selecting one group with `--tier-group`. What owns something machine-wide runs in its own
+# group, one test at a time, as before:
+# - netns: the netns testbed (its namespaces, bridge and daemons are one per machine);
+# - builtin-cluster: the built-in simulated cluster (127.0.0.10-17 and its ports), which
+#   tests/sim and tests/terminal boot, and which any other module reaches through its
+#   inventory or address;
+# - rest: everything else (unit, engines, transport, ansible).
 TIER_GROUPS = {"netns": "netns", "sim": "builtin-cluster", "terminal": "builtin-cluster"}
 BUILTIN_CLUSTER_WORDS = (b"builtin_simulated_inventory", b"127.0.0.10")
+GROUPS = ("netns", "builtin-cluster", "rest")
 
 
-def _group_of(path: Path) -> str | None:
+def group_of(path: Path) -> str:
     try:
         tier = path.relative_to(TESTS).parts[0]
     except ValueError:
-        return None
+        return "rest"
     if tier in TIER_GROUPS:
         return TIER_GROUPS[tier]
     try:
         source = path.read_bytes()
     except OSError:
-        return None
-    return "builtin-cluster" if any(w in source for w in BUILTIN_CLUSTER_WORDS) else None
+        return "rest"
+    return "builtin-cluster" if any(w in source for w in BUILTIN_CLUSTER_WORDS) else "rest"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier-group",
+        choices=GROUPS,
+        default=None,
+        help="run only this group of tests (tests/run_tiers.sh runs the three side by side)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups: dict[Path, str | None] = {}
+    wanted = config.getoption("--tier-group")
+    if wanted is None:
+        return
+    groups: dict[Path, str] = {}
+    keep, drop = [], []
     for item in items:
         path = Path(str(item.fspath)).resolve()
         if path not in groups:
-            groups[path] = _group_of(path)
-        if groups[path] is not None:
-            item.add_marker(pytest.mark.xdist_group(groups[path]))
+            groups[path] = group_of(path)
+        (keep if groups[path] == wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="module")
