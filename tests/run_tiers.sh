@@ -9,17 +9,16 @@ shift
 out=$(mktemp -d)
 trap 'kill 0 2>/dev/null; rm -rf "$out"' INT TERM
 start=$(date +%s)
-pids=()
+declare -A group_of
 for group in netns builtin-cluster rest; do
   "$py" -m pytest -ra -q --durations=25 --tier-group "$group" "$@" >"$out/$group.log" 2>&1 &
-  pids+=("$!:$group")
+  group_of[$!]=$group
 done
 status=0
-for entry in "${pids[@]}"; do
-  pid=${entry%%:*}
-  group=${entry#*:}
-  wait "$pid"
+for _ in 1 2 3; do
+  wait -n -p pid
   rc=$?
+  group=${group_of[$pid]}
   # 5: the group selected no test (e.g. -k matched nothing there): not a failure.
   [ "$rc" -eq 5 ] && rc=0
   echo "=================== tier group $group: exit $rc ($(( $(date +%s) - start )) s since start) ==================="
