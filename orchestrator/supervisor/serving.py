@@ -11,8 +11,8 @@ stays READY):
   counter flat for `wedge_s`) and `canary` (the canary request failing for `wedge_s` while
   /health still answers 200; sparkrun#252: "containers show 'Up', status shows green");
 - MEMORY_LOW: a node's MemAvailable under the floor. Before that, a steady fall over the leak
-  window is a warning with its rate and the time left to the floor. Nothing here ever drops the
-  page cache (seed 002: a drop_caches wiped the warm NFS cache, 40 min -> 3.5 h).
+  window is a warning with its rate and the time left to the floor. Nothing here ever empties the
+  page cache (seed 002: emptying it wiped the warm NFS cache, 40 min -> 3.5 h).
 
 The engines' metric names come from their sources:
 - SGLang `python/sglang/srt/metrics/collector.py`: `sglang:num_running_reqs`,
