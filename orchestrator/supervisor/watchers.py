@@ -54,7 +54,9 @@ def watch_config_for(
     """The waits of `engine`, from the recipe (a twin: its scaled barrier, and `scale` for the
     env values the simulator scales itself). SGLang: the post-load barrier, whose window the
     recipe's timeouts.barrier states (it equals the env the image reads). vLLM: no barrier; the
-    frontend's ready deadline, VLLM_ENGINE_READY_TIMEOUT_S or its 600 s default."""
+    frontend's ready deadline, VLLM_ENGINE_READY_TIMEOUT_S or its 600 s default. A twin's
+    MemFree floor is scaled like every other byte count of it (simulator/timescale.py): its nodes
+    are this machine, whose own page cache (another test, a build) is not the twin's weights."""
     raw = env.get(VLLM_READY_ENV, "")
     ready = float(raw) if raw.isdigit() else VLLM_READY_DEFAULT_S
     return WatchConfig(
@@ -63,6 +65,7 @@ def watch_config_for(
         expected_bytes_per_rank=expected_bytes_per_rank,
         vllm_ready_timeout_s=ready * scale,
         rendezvous_s=rendezvous_s,
+        mem_free_floor=int(WatchConfig.mem_free_floor * scale),
     )
 
 

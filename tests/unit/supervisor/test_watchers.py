@@ -372,6 +372,10 @@ def test_the_watch_config_takes_each_engines_own_deadline_source():
         scale=1 / 80,
     )
     assert twin.vllm_ready_timeout_s == 15
+    # A real Spark's floor is the community's 8 GiB; a twin's is scaled like its weights, or the
+    # shared host's page cache (not the twin's reads) would warn on a healthy simulated boot.
+    assert sglang.mem_free_floor == 8 * GiB
+    assert twin.mem_free_floor == 8 * GiB // 80
 
 
 # -- the rendezvous stall bound ----------------------------------------------------------------
