@@ -45,7 +45,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.netns.testbed import REAL_DOCKER, Testbed  # noqa: E402
+from orchestrator.testbed import REAL_DOCKER, Testbed  # noqa: E402
 
 TAG = "ctb/bench:1"
 RATE = "100mbit"

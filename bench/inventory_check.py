@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.netns.testbed import Testbed  # noqa: E402
+from orchestrator.testbed import Testbed  # noqa: E402
 
 
 def one_node_inventory(full: Path, out: Path) -> Path:

@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.netns.testbed import Testbed  # noqa: E402
+from orchestrator.testbed import Testbed  # noqa: E402
 
 BASELINE = "196b32d"  # main before the chain-neighbour peers check (issue 31)
 RECIPE = "mistral-large4-8x-sglang"

@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from orchestrator.runctx import load_context  # noqa: E402
 from orchestrator.runstore import RunStore  # noqa: E402
 from orchestrator.status import current_view, live_view  # noqa: E402
-from tests.netns.testbed import TEST_IMAGE, Testbed  # noqa: E402
+from orchestrator.testbed import TEST_IMAGE, Testbed  # noqa: E402
 
 RECIPE = "mistral-large4-8x-sglang"
 CLI = [sys.executable, "-m", "orchestrator.cli"]

@@ -57,9 +57,9 @@ from orchestrator.runtime.base import RankSpec  # noqa: E402
 from orchestrator.runtime.docker import DockerRuntime  # noqa: E402
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor  # noqa: E402
 from orchestrator.supervisor.watchers import WatchConfig  # noqa: E402
+from orchestrator.testbed import DAEMON_ENV, REAL_DOCKER, TEST_IMAGE, Testbed  # noqa: E402
 from orchestrator.transport import ConnectOptions  # noqa: E402
 from orchestrator.transport.pool import close_transports, open_transports  # noqa: E402
-from tests.netns.testbed import DAEMON_ENV, REAL_DOCKER, TEST_IMAGE, Testbed  # noqa: E402
 
 # Runs inside the container (stdlib only): RATE lines/s for SECONDS, in 10 ms batches paced on
 # the monotonic clock (a late batch catches up), all on stderr as SGLang logs; then exits 0.

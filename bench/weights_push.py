@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.netns.testbed import Testbed  # noqa: E402
+from orchestrator.testbed import Testbed  # noqa: E402
 from tests.weights_model import make_model  # noqa: E402
 
 DEST = "/models/org/bench"

@@ -1,6 +1,6 @@
 """Fixtures of the netns tier: one real testbed (default 8 nodes) for the whole session.
 
-- `testbed` (session): a `tests.netns.testbed.Testbed` that is up. Torn down at the end of the
+- `testbed` (session): a `orchestrator.testbed.Testbed` that is up. Torn down at the end of the
   session, after a failure, on Ctrl-C / SIGTERM (try/finally) and at interpreter exit (atexit).
 - `clean_testbed` (function): the same testbed, healed after the test (links up, shaping and
   nftables gone, listeners stopped, docker wrappers removed, stopped daemons started again).
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.netns import testbed as tbmod
-from tests.netns.testbed import Testbed, TestbedError
+from orchestrator import testbed as tbmod
+from orchestrator.testbed import Testbed, TestbedError
 
 _HERE = Path(__file__).resolve().parent
 _NOT_RUN: list[str] = []

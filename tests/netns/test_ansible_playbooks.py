@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.netns.testbed import Testbed
+from orchestrator.testbed import Testbed
 
 pytestmark = [pytest.mark.ansible, pytest.mark.netns, pytest.mark.timeout(300)]
 

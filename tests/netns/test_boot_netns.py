@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.netns.testbed import DAEMON_ENV, REAL_DOCKER, TEST_IMAGE, Testbed
+from orchestrator.testbed import DAEMON_ENV, REAL_DOCKER, TEST_IMAGE, Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.testbed import TEST_IMAGE, Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import (
     RANKS,
@@ -28,7 +29,6 @@ from tests.netns.test_boot_netns import (
     remove_run_containers,
     start_boot,
 )
-from tests.netns.testbed import TEST_IMAGE, Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

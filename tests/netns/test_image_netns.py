@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.images import chain_script
-from tests.netns.testbed import REAL_DOCKER, Testbed
+from orchestrator.testbed import REAL_DOCKER, Testbed
 
 pytestmark = pytest.mark.netns
 CLUSTER = [sys.executable, "-m", "orchestrator.cli"]

@@ -28,6 +28,7 @@ import pytest
 
 from orchestrator.kernel.command import ENV_FILE
 from orchestrator.kernel.read import parse_line
+from orchestrator.testbed import Testbed
 from tests.engine_lines import by_id
 from tests.netns.test_boot_netns import (  # noqa: F401 (fixtures)
     CLUSTER,
@@ -39,7 +40,6 @@ from tests.netns.test_boot_netns import (  # noqa: F401 (fixtures)
     state_home,
     wait_for,
 )
-from tests.netns.testbed import Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

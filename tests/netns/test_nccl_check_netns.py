@@ -18,9 +18,9 @@ import pytest
 from orchestrator.inventory import load_inventory
 from orchestrator.nccl_check import NcclCheckOptions, NcclCheckReport, run_nccl_check
 from orchestrator.runstore import RunStore
+from orchestrator.testbed import Testbed
 from orchestrator.transport import ConnectOptions
 from tests.netns.test_preflight_netns import make_weights, restore, twin
-from tests.netns.testbed import Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.testbed import Testbed
 from tests.netns.test_boot_netns import (  # noqa: F401  (fixtures, used by name)
     BootProc,
     all_loading,
@@ -21,7 +22,6 @@ from tests.netns.test_boot_netns import (  # noqa: F401  (fixtures, used by name
     state_home,
     wait_for,
 )
-from tests.netns.testbed import Testbed
 
 CUT = 5
 

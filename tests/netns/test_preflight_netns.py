@@ -23,8 +23,8 @@ from orchestrator.preflight import PreflightResult, run_preflight
 from orchestrator.recipes import resolve_recipe
 from orchestrator.runstore import RunStore
 from orchestrator.simulator.twin import make_twin
+from orchestrator.testbed import FAB_MTU, TEST_IMAGE, Testbed
 from orchestrator.transport import ConnectOptions
-from tests.netns.testbed import FAB_MTU, TEST_IMAGE, Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
 

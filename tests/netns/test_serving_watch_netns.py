@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.testbed import Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import (
     RANKS,
@@ -22,7 +23,6 @@ from tests.netns.test_boot_netns import (
     preserved,
     wait_for,
 )
-from tests.netns.testbed import Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

@@ -21,8 +21,8 @@ from orchestrator.inventory import load_inventory
 from orchestrator.preflight.runner import run_preflight
 from orchestrator.recipes import resolve_recipe
 from orchestrator.simulator.twin import make_twin
+from orchestrator.testbed import TEST_IMAGE, Testbed
 from orchestrator.transport import ConnectOptions
-from tests.netns.testbed import TEST_IMAGE, Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(300)]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.testbed import REAL_DOCKER, Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import CLUSTER, BootProc, cli_env, event_time, wait_for
-from tests.netns.testbed import REAL_DOCKER, Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

@@ -22,6 +22,7 @@ import pytest
 
 from orchestrator.postmortem import postmortem_run
 from orchestrator.runstore import Run
+from orchestrator.testbed import TEST_IMAGE, Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import (
     RANKS,
@@ -39,7 +40,6 @@ from tests.netns.test_boot_netns import (
     start_boot,
     wait_for,
 )
-from tests.netns.testbed import TEST_IMAGE, Testbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.netns.testbed import (
+from orchestrator.testbed import (
     FAB_MTU,
     LAZY_UNPACK_ERROR,
     NODE_VIEWS,

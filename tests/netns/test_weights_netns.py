@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.netns.testbed import Testbed
+from orchestrator.testbed import Testbed
 from tests.weights_model import make_model
 
 CLUSTER = [sys.executable, "-m", "orchestrator.cli"]

@@ -24,7 +24,7 @@ from .daemons import DaemonsMixin
 from .node import Node
 from .processes import terminate
 
-BASHRC_MARK = "# tests.netns.testbed: slow shell"
+BASHRC_MARK = "# orchestrator.testbed: slow shell"
 STARTS = ".shell-starts"
 
 

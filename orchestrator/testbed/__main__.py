@@ -1,4 +1,4 @@
-"""`python -m tests.netns.testbed ...`: see cli.py."""
+"""`python -m orchestrator.testbed ...`: see cli.py."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from .prerequisites import default_root
 
 @dataclass(frozen=True)
 class Session:
-    """What an SSH session on a node finds (tests/netns/testbed/session.py changes it)."""
+    """What an SSH session on a node finds (orchestrator/testbed/session.py changes it)."""
 
     docker_env: bool = True
     """sshd exports DOCKER_HOST=<the node's socket>."""

@@ -1,4 +1,4 @@
-"""The command line (`python -m tests.netns.testbed ...`): bring up, tear down, inspect, faults."""
+"""The command line (`python -m orchestrator.testbed ...`): bring up, tear down, inspect, faults."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _print_status(tb: Testbed) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m tests.netns.testbed",
+        prog="python -m orchestrator.testbed",
         description="A netns testbed of real sshd + dockerd nodes (root only).",
     )
     p.add_argument(
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             argv_ = tb.ssh_argv(a.node)
             if cmd:
                 argv_ += ["--", shlex.join(cmd) if len(cmd) > 1 else cmd[0]]
-            os.execvp(argv_[0], argv_)
+            os.execvp(argv_[0], argv_)  # noqa: S606 - `ssh` replaces this process, an argv list
         if a.cmd == "image":
             tb.load_test_image(a.nodes or None)
             print(f"{TEST_IMAGE} on {', '.join(a.nodes) or 'every node'}")

@@ -3,20 +3,21 @@ containerd and dockerd, joined by a management bridge and an MTU-9000 fabric bri
 
 Library (used by tests/netns/conftest.py) and CLI for a person, run as root::
 
-    .venv/bin/python -m tests.netns.testbed up [N]       # default 8 nodes
-    .venv/bin/python -m tests.netns.testbed status
-    .venv/bin/python -m tests.netns.testbed ssh node3 -- docker ps
-    .venv/bin/python -m tests.netns.testbed fault sshd-stop node3
-    .venv/bin/python -m tests.netns.testbed heal
-    .venv/bin/python -m tests.netns.testbed down
+    .venv/bin/python -m orchestrator.testbed up [N]       # default 8 nodes
+    .venv/bin/python -m orchestrator.testbed status
+    .venv/bin/python -m orchestrator.testbed ssh node3 -- docker ps
+    .venv/bin/python -m orchestrator.testbed fault sshd-stop node3
+    .venv/bin/python -m orchestrator.testbed heal
+    .venv/bin/python -m orchestrator.testbed down
 
-Everything lives under one root folder (default ``/run/cluster-testbed``, or ``$CLUSTER_TESTBED_DIR``)
-and every kernel object it creates is named with a prefix (default ``ctb``), so ``down`` finds it
-again: by the PIDs recorded in ``<root>/state.json`` first, then by name. Addresses come only from
-198.18.0.0/15. Processes are only ever signalled by recorded PID (checked against the recorded start
-time, so a reused PID is never hit) or, for the final sweep, because they live inside one of the
-testbed's own network namespaces or cgroups. No shell ever sees an interpolated string: every command
-is an argv list; the few shell snippets are constant strings that take their values as "$1"...
+Everything lives under one root folder (default ``/run/cluster-testbed``, or
+``$CLUSTER_TESTBED_DIR``) and every kernel object it creates is named with a prefix (default
+``ctb``), so ``down`` finds it again: by the PIDs recorded in ``<root>/state.json`` first, then by
+name. Addresses come only from 198.18.0.0/15. Processes are only ever signalled by recorded PID
+(checked against the recorded start time, so a reused PID is never hit) or, for the final sweep,
+because they live inside one of the testbed's own network namespaces or cgroups. No shell ever
+sees an interpolated string: every command is an argv list; the few shell snippets are constant
+strings that take their values as "$1"...
 
 See docs/testbed.md for the person-facing guide.
 

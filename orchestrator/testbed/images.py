@@ -42,7 +42,7 @@ class ImagesMixin(DockerdMixin):
             shutil.rmtree(rootfs)
         for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc", "tmp", "root", "proc", "sys", "dev"):
             (rootfs / d).mkdir(parents=True, exist_ok=True)
-        os.chmod(rootfs / "tmp", 0o1777)
+        os.chmod(rootfs / "tmp", 0o1777)  # noqa: S103 - /tmp in an image root is sticky 1777
         busybox = _which("busybox") or "/bin/busybox"
         shutil.copy2(busybox, rootfs / "bin" / "busybox")
         applets = _run([busybox, "--list-full"]).stdout.split()

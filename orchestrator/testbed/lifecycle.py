@@ -113,7 +113,7 @@ class LifecycleMixin(TeardownMixin, DaemonsMixin):
             (nd.root_home / ".ssh").mkdir(exist_ok=True)
             # Debian's /etc/profile resets root's PATH in login shells; keep the node's PATH there
             (nd.root_home / ".profile").write_text(
-                "# written by tests.netns.testbed: /etc/profile resets PATH for root\n"
+                "# written by orchestrator.testbed: /etc/profile resets PATH for root\n"
                 f"PATH={nd.node_path}\nexport PATH\n"
             )
             os.chmod(nd.root_ssh, 0o700)
@@ -136,7 +136,7 @@ class LifecycleMixin(TeardownMixin, DaemonsMixin):
 
     def _inventory_text(self, nodes: list[Node]) -> str:
         out = [
-            f"# Testbed inventory written by tests.netns.testbed ({len(nodes)} nodes).",
+            f"# Testbed inventory written by orchestrator.testbed ({len(nodes)} nodes).",
             "all:",
             "  vars:",
             "    cluster_name: testbed",

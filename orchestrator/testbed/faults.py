@@ -34,7 +34,7 @@ while True:
 
 # The lazy-unpack docker wrapper. Filled with str.format (paths shell-quoted); it is file content.
 _DOCKER_WRAPPER = """#!/bin/sh
-# Fault injected by tests.netns.testbed (lazy-unpack): after every `docker load`, the next
+# Fault injected by orchestrator.testbed (lazy-unpack): after every `docker load`, the next
 # {failures} `docker run`/`docker create` fail like a half-unpacked image, then calls pass through.
 REAL={real}
 STATE={state}
@@ -171,7 +171,7 @@ class FaultsMixin(SessionMixin):
         wrapper = nd.bin_dir / "docker"
         tmp = wrapper.with_suffix(".tmp")
         tmp.write_text(script)
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o755)  # noqa: S103 - a wrapper the node's dockerd must execute
         os.replace(tmp, wrapper)
         return wrapper
 

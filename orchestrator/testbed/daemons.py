@@ -95,8 +95,8 @@ class DaemonsMixin(SshdMixin, DockerdMixin):
             self.start_daemon(nd, "containerd", timeout=timeout)
         with self._state() as st:
             rec = self._node_state(st, nd)["pids"].get(which)
-            if _rec_alive(rec):
-                return int(rec["pid"])  # type: ignore[index]
+            if rec is not None and _rec_alive(rec):
+                return int(rec["pid"])
             new = spawners[which](nd)
             self._record(st, nd, which, new)
         self._wait_daemons([nd], [which], timeout)

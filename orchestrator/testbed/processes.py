@@ -59,7 +59,9 @@ def pid_alive(pid: int | None, start: int | None = None) -> bool:
 
 
 def _rec_alive(rec: dict[str, Any] | None) -> bool:
-    return bool(rec) and not rec.get("stopped") and pid_alive(rec.get("pid"), rec.get("start"))
+    if not rec:
+        return False
+    return not rec.get("stopped") and pid_alive(rec.get("pid"), rec.get("start"))
 
 
 def _signal(pid: int, sig: int) -> None:
