@@ -26,6 +26,7 @@ class RunSummary(BaseModel):
     outcome: str | None
     duration_s: float | None
     supervisor_alive: bool
+    restarts: int = 0  # serving restarts of the group (each earlier attempt kept in attempt-N/)
     problem: str | None = None  # why the run's files could not be read, when they could not
 
 
@@ -67,6 +68,7 @@ def _summarize(run: Run) -> RunSummary:
         outcome=outcome,
         duration_s=(float(updated) - started.timestamp()) if updated else None,
         supervisor_alive=run.supervisor_alive(),
+        restarts=len(run.kept_attempts()),
     )
 
 

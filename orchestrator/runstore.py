@@ -112,6 +112,17 @@ class Run:
         path.mkdir(mode=0o700, exist_ok=True)
         return path
 
+    def attempt_dir(self, attempt: int) -> Path:
+        """Where a serving restart keeps attempt `attempt`'s logs and inspect output (created
+        by the serving watch before the group is started again)."""
+        return self.dir / f"attempt-{attempt}"
+
+    def kept_attempts(self) -> list[Path]:
+        """The earlier attempts a serving restart kept, in order (none for a run never
+        restarted)."""
+        found = [p for p in self.dir.glob("attempt-*") if p.is_dir() and p.name[8:].isdigit()]
+        return sorted(found, key=lambda p: int(p.name[8:]))  # attempt-10 after attempt-2
+
     def write_manifest(self, manifest: RunManifest) -> None:
         atomic_write_text(self.manifest_path, _json(manifest.model_dump(mode="json")))
 

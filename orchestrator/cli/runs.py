@@ -26,13 +26,13 @@ RunOpt = Annotated[
 
 
 def runs(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
-    """The run directories, newest first: recipe, start, outcome, duration."""
+    """The run directories, newest first: recipe, start, outcome, duration, serving restarts."""
     summaries = list_runs(store_for(inventory))
     if json_out:
         print_json([s.model_dump(mode="json") for s in summaries])
         return
     table = Table(title="runs", title_justify="left")
-    for col in ("run", "recipe", "started (UTC)", "outcome", "duration", "supervisor"):
+    for col in ("run", "recipe", "started (UTC)", "outcome", "duration", "restarts", "supervisor"):
         table.add_column(col)
     for s in summaries:
         table.add_row(
@@ -41,6 +41,7 @@ def runs(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
             s.started[:19].replace("T", " "),
             plain(s.outcome or (f"unreadable: {s.problem}" if s.problem else "-")),
             "-" if s.duration_s is None else f"{s.duration_s:.0f}s",
+            str(s.restarts) if s.restarts else "-",
             "alive" if s.supervisor_alive else "-",
         )
     console.print(table)

@@ -25,6 +25,7 @@ from orchestrator.models.events import Incident, Restarted, Resumed, WatcherWarn
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem import postmortem_run
 from orchestrator.runctx import load_context
+from orchestrator.runlogs import summarize
 from orchestrator.runstore import Run
 from orchestrator.runtime.specs import probe_ready
 from orchestrator.supervisor.serving import ServeWatchConfig
@@ -142,6 +143,8 @@ async def test_with_restart_max_2_a_died_group_comes_back_whole_twice_and_the_th
         # `cluster status` says so: the attempt serving last and every incident counted.
         serving = json.loads(run.status_path.read_text())["serving"]
         assert serving["attempt"] == 2 and serving["incidents"] == 3, serving
+        # ... and `cluster runs` counts the restarts the run kept.
+        assert summarize(run).restarts == 2
         # ... and the third attempt served too, before its rank 3 died for good.
         assert "Load weight end" in (run.dir / "rank-0" / "stderr.log").read_text()
         verdict = run.verdict()

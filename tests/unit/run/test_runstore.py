@@ -177,3 +177,21 @@ def test_a_stale_heartbeat_or_a_dead_pid_frees_the_lock(tmp_path):
     assert not run.supervisor_alive()
     run.acquire_lock()  # taken over
     lock.release()
+
+
+def test_the_attempts_a_serving_restart_kept_are_listed_in_order_and_counted_by_runs(tmp_path):
+    from orchestrator.runlogs import summarize
+
+    run = RunStore(tmp_path).create()
+    assert run.kept_attempts() == [] and summarize(run).restarts == 0
+    for n in (10, 2, 0, 1):  # attempt-10 sorts after attempt-2: by number, not by name
+        run.attempt_dir(n).mkdir()
+    (run.dir / "attempt-notes.txt").write_text("a file, not an attempt")
+    (run.dir / "attempt-old").mkdir()  # a folder someone named: not a kept attempt
+    assert [p.name for p in run.kept_attempts()] == [
+        "attempt-0",
+        "attempt-1",
+        "attempt-2",
+        "attempt-10",
+    ]
+    assert summarize(run).restarts == 4
