@@ -301,7 +301,7 @@ class ServingWatch:
         sup = self.sup
         await self._stop_tasks()
         attempt = self.serving.attempt + 1
-        kept = self.run.dir / f"attempt-{attempt - 1}"
+        kept = self.run.attempt_dir(attempt - 1)
         kept.mkdir(mode=0o700, exist_ok=True)
         for spec in sup.specs:
             with contextlib.suppress(ClusterError):
