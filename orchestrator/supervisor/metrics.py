@@ -144,25 +144,33 @@ class _Families:
                 fam.add_metric([run], value)
                 yield fam
 
+        def gauges(
+            name: str, doc: str, label: str, values: Iterable[tuple[str, float | None]]
+        ) -> Metric:
+            """One family with a series per labelled value; an absent value has none."""
+            fam = GaugeMetricFamily(name, doc, labels=["run", label])
+            for key, value in values:
+                if value is not None:
+                    fam.add_metric([run, key], value)
+            return fam
+
+        def counter(name: str, doc: str, value: float) -> Metric:
+            fam = CounterMetricFamily(name, doc, labels=["run"])
+            fam.add_metric([run], value)
+            return fam
+
         yield from gauge(
             "cluster_serving_uptime_seconds", "Seconds since this attempt was READY", sv.uptime_s
         )
         yield from gauge(
             "cluster_serving_ready_timestamp_seconds", "When this attempt was READY", sv.ready_at
         )
-        canary = GaugeMetricFamily(
+        yield gauges(
             "cluster_serving_canary_latency_seconds",
             "The canary request's latency: last, and p50/p99 over the last hour",
-            labels=["run", "stat"],
+            "stat",
+            (("last", sv.canary_last_s), ("p50", sv.canary_p50_s), ("p99", sv.canary_p99_s)),
         )
-        for stat, value in (
-            ("last", sv.canary_last_s),
-            ("p50", sv.canary_p50_s),
-            ("p99", sv.canary_p99_s),
-        ):
-            if value is not None:
-                canary.add_metric([run, stat], value)
-        yield canary
         yield from gauge(
             "cluster_serving_canary_failing_seconds",
             "How long the canary has failed (absent while it answers)",
@@ -173,30 +181,19 @@ class _Families:
             "1 when the head's readiness path answers 2xx",
             None if sv.health_ok is None else float(sv.health_ok),
         )
-        requests = GaugeMetricFamily(
+        yield gauges(
             "cluster_serving_requests",
             "The engine's own running and waiting requests",
-            labels=["run", "state"],
+            "state",
+            (("running", sv.running), ("waiting", sv.waiting)),
         )
-        for state, value in (("running", sv.running), ("waiting", sv.waiting)):
-            if value is not None:
-                requests.add_metric([run, state], value)
-        yield requests
         yield from gauge(
             "cluster_serving_generation_tokens_per_second",
             "Output tokens per second, from the engine's generated-tokens counter",
             sv.tokens_per_s,
         )
-        incidents = CounterMetricFamily(
-            "cluster_serving_incidents", "Incidents after READY", labels=["run"]
-        )
-        incidents.add_metric([run], sv.incidents)
-        yield incidents
-        restarts = CounterMetricFamily(
-            "cluster_serving_restarts", "Restarts of the whole TP group", labels=["run"]
-        )
-        restarts.add_metric([run], sv.attempt)
-        yield restarts
+        yield counter("cluster_serving_incidents", "Incidents after READY", sv.incidents)
+        yield counter("cluster_serving_restarts", "Restarts of the whole TP group", sv.attempt)
 
     def _ranks(self) -> Iterator[Metric]:
         from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
