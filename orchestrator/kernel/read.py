@@ -29,18 +29,10 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Family = Literal["oom-kill", "xid", "aer", "link", "hung-task", "io-error", "segfault"]
-FAMILIES: tuple[Family, ...] = (
-    "oom-kill",
-    "xid",
-    "aer",
-    "link",
-    "hung-task",
-    "io-error",
-    "segfault",
-)
+FAMILIES: tuple[Family, ...] = get_args(Family)
 
 SIGNATURE_OF: dict[Family, str] = {
     "oom-kill": "host-oom-kill",

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from orchestrator.simulator import dialects
 
@@ -63,15 +63,7 @@ _ENGINE_PHASES = {
 }
 
 Action = Literal["slow-read", "hang-at", "exit-at", "hog", "drop-peer", "slow-serve", "leak"]
-_ACTIONS: tuple[Action, ...] = (
-    "slow-read",
-    "hang-at",
-    "exit-at",
-    "hog",
-    "drop-peer",
-    "slow-serve",
-    "leak",
-)
+_ACTIONS: tuple[Action, ...] = get_args(Action)
 _SIGNALS = frozenset({"KILL", "TERM", "ABRT", "SEGV", "BUS", "INT"})
 
 
