@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the netns tier and the benches drive for real (sshd, dockerd, ip, nft,
-# busybox; rsync: the baseline of bench/weights_push.py).
+# busybox; rsync: the baseline of bench/weights_push.py; systemd-analyze: the serving watch's unit
+# file is verified by it).
 # As root it installs what is missing; as anyone else it says loudly that the netns tier will skip.
 set -euo pipefail
-need=(openssh-server docker.io iproute2 nftables busybox-static zstd tmux rsync)
+need=(openssh-server docker.io iproute2 nftables busybox-static zstd tmux rsync systemd)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from orchestrator.boot import resumed_supervisor, runtime_of
-from orchestrator.errors import RunStoreError
+from orchestrator.errors import ExitCode, RunStoreError
 from orchestrator.kernel.hooks import collect_for_run
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Stopped
@@ -214,20 +214,34 @@ def already_stopped(run: Run) -> bool:
     return run.stop_requested() or any(isinstance(e, Stopped) for e in run.events())
 
 
+# The watcher's exit codes after which starting it again cannot help: a final incident (the run
+# has its verdict: BOOT_FAILED), bad input (CONFIG), the run unreadable or held by another
+# watcher (RUN_STORE). A crash (INTERNAL), an unreachable node (UNHEALTHY) or a signal: restart.
+_FINAL_EXIT_CODES = (ExitCode.CONFIG, ExitCode.BOOT_FAILED, ExitCode.RUN_STORE)
+
+
 def systemd_unit(run: Run, inventory: str | None = None) -> str:
     """A systemd user unit that keeps the serving watch of `run` alive across controller
     reboots (docs/operating.md: `cluster supervise RUN --systemd-unit`)."""
-    argv = shlex.join(watcher_argv(run, inventory))
+    # Absolute: systemd starts the unit in the user's home, not where this command ran.
+    absolute = str(Path(inventory).resolve()) if inventory else None
+    argv = shlex.join(watcher_argv(run, absolute))
+    no_restart = " ".join(str(int(c)) for c in _FINAL_EXIT_CODES)
+    final = ", ".join(f"{int(c)} {c.name}" for c in _FINAL_EXIT_CODES)
     return f"""[Unit]
 Description=cluster serving watch of run {run.id}
 After=network-online.target
+# Never a restart storm: at most 5 starts in 10 minutes, then systemd gives up and says so.
+StartLimitIntervalSec=600
+StartLimitBurst=5
 
 [Service]
 Type=simple
 ExecStart={argv}
-# A final incident ends the watch with a non-zero code: do not restart it then (the run has
-# its verdict); a killed or crashed watcher comes back and resumes every log where it ended.
-Restart=on-abnormal
+# A killed or crashed watcher comes back and resumes every log where it ended. One that ended
+# on its own does not: 0 (`cluster stop`), {final} (docs/exit-codes.md).
+Restart=on-failure
+RestartPreventExitStatus={no_restart}
 RestartSec=10
 KillSignal=SIGTERM
 TimeoutStopSec=30
