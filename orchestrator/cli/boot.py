@@ -164,23 +164,31 @@ def boot_cmd(
                 exc.run_dir = str(runs[0].dir)
             raise
     result.last_view = ui.last
-    if json_out:
-        verdict = result.run.verdict()
-        document = verdict.document() if verdict else {"outcome": result.verdict.outcome}
-        print_json({**document, "run_dir": str(result.run.dir), "endpoint": result.endpoint})
-    else:
+    if not json_out:
         print_outcome(result, wide=wide)
     outcome_now = result.verdict.outcome
+    watcher: int | None = None
     if serving_watch and outcome_now is not None and outcome_now.serving:
         from orchestrator.watch import WATCH_LOG, start_watcher
 
-        pid = start_watcher(result.run, inventory)
+        watcher = start_watcher(result.run, inventory)
         if not json_out:
             console.print(
-                plain(f"serving watch: pid {pid}, its output {result.run.dir / WATCH_LOG}"),
+                plain(f"serving watch: pid {watcher}, its output {result.run.dir / WATCH_LOG}"),
                 soft_wrap=True,
             )
             console.print(f"follow it:  cluster status --watch --run {result.run.id}")
+    if json_out:
+        verdict = result.run.verdict()
+        document = verdict.document() if verdict else {"outcome": result.verdict.outcome}
+        print_json(
+            {
+                **document,
+                "run_dir": str(result.run.dir),
+                "endpoint": result.endpoint,
+                "watcher_pid": watcher,  # the detached serving watch; null when none was started
+            }
+        )
     if not result.ok:
         outcome = result.verdict.outcome or Outcome.RANK_EXITED
         err = BootFailed(
