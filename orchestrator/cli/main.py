@@ -53,7 +53,7 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "runs",
         "runs",
         False,
-        "The run directories, newest first: recipe, start, outcome, duration.",
+        "The run directories, newest first: recipe, start, outcome, duration, serving restarts.",
     ),
     "status": (
         "operate",
