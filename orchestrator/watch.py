@@ -42,8 +42,15 @@ WATCH_LOG = "watch.log"
 
 
 def serve_config(recipe: Recipe) -> ServeWatchConfig:
-    """The serving watch's numbers for this recipe (timeouts.wedge; the rest are defaults)."""
-    return ServeWatchConfig(wedge_s=float(recipe.timeouts.wedge))
+    """The serving watch's numbers for this recipe (timeouts.wedge; the rest are defaults).
+
+    The canary's own timeout is never longer than timeouts.wedge: a head that stops answering
+    is known to fail only when its canary times out, so a 20 s timeout under a 10 s wedge named
+    the wedge up to one canary period + 20 s after it began, past the promised wedge + 30 s."""
+    wedge = float(recipe.timeouts.wedge)
+    return ServeWatchConfig(
+        wedge_s=wedge, canary_timeout_s=min(ServeWatchConfig.canary_timeout_s, wedge)
+    )
 
 
 def _served_model(recipe: Recipe) -> str:
