@@ -1,9 +1,10 @@
-"""The postmortem on the third set: fresh real logs, gathered before any rule changed (issue 29).
+"""The postmortem on a frozen unseen set of real logs (issue 29): the third set, or any later one.
 
-    PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--cases-dir DIR]
+    PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--set NAME] [--cases-dir DIR]
 
-Loads every `cases/*.yaml` of tests/fixtures/postmortem-third/ (the folder's README says what
-they are and how they were labelled), diagnoses each excerpt the way
+Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default, or
+`fourth`; the folder's README says what they are and how they were labelled; `bench/
+postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way
 `cluster postmortem --logs FILE --json` does (`postmortem_logs` on the excerpt written to a
 file) and prints: total, correct, wrong, unknown, the same per tracker family and per label,
 and every wrong case (file name, label, answer).
@@ -36,12 +37,13 @@ from typing import Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-CASES_DIR = (
-    Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "postmortem-third" / "cases"
-)
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+SETS = ("third", "fourth")
+CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
-# The set's own vocabulary, frozen with it (not the postmortem's, which has grown since): the
-# bench must score the same labels against the release it was frozen on and against today's.
+# The sets' own vocabulary, frozen with them (not the postmortem's, which has grown since): the
+# bench must score the same labels against the release a set was frozen on and against today's.
+# The fourth set added `gpu-fault` and `disk` (the node-kernel categories); the third uses neither.
 Label = Literal[
     "image-unpack-race",
     "load-barrier-timeout",
@@ -54,6 +56,8 @@ Label = Literal[
     "watchdog-timeout",
     "tokenizer-config",
     "weights-files",
+    "gpu-fault",
+    "disk",
     "ready",
     "unknown",
     "no-failure",
@@ -73,7 +77,9 @@ class ThirdCase(BaseModel):
     name: str = Field(description="the file's name (not a key of the file)")
     source: str = Field(pattern=r"^https://")
     date: date
-    date_basis: Literal["post", "log-stamp"] = "post"
+    # issue-number: neither the post's date nor a log stamp was shown; the date of the thread's
+    # neighbours by number (fourth set)
+    date_basis: Literal["post", "log-stamp", "issue-number"] = "post"
     project: str
     engine: Literal["sglang", "vllm", "torch", "nccl", "containerd", "other"]
     label: Label
@@ -140,10 +146,13 @@ def tally(rows: list[Scored]) -> str:
     )
 
 
-def main() -> int:
+def main(default_set: str = "third") -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases-dir", type=Path, default=CASES_DIR)
+    parser.add_argument("--set", choices=SETS, default=default_set)
+    parser.add_argument("--cases-dir", type=Path, default=None)
     args = parser.parse_args()
+    if args.cases_dir is None:
+        args.cases_dir = FIXTURES / f"postmortem-{args.set}" / "cases"
     cases = load_cases(args.cases_dir)
     if not cases:
         print(f"{args.cases_dir}: no cases (*.yaml)", file=sys.stderr)
