@@ -59,6 +59,7 @@ class Family:
     msg: re.Pattern[str] | None  # the message (or the class) must match, if given
     why: str
     frames: re.Pattern[str] | None = None  # or: the traceback's file paths match this
+    unless: re.Pattern[str] | None = None  # the message says another story: never this family
 
 
 def _f(
@@ -68,6 +69,7 @@ def _f(
     msg: str | None,
     why: str,
     frames: str | None = None,
+    unless: str | None = None,
 ) -> Family:
     return Family(
         category,
@@ -76,6 +78,7 @@ def _f(
         re.compile(msg) if msg else None,
         why,
         re.compile(frames) if frames else None,
+        re.compile(unless) if unless else None,
     )
 
 
@@ -114,6 +117,17 @@ _WEIGHT_WORDS = (
 ARG_CHECK_FRAMES = (
     r"/engine/arg_utils\.py|/server_args\.py|/vllm/config/[a-z_]+\.py|/vllm/config\.py|"
     r"_verify_[a-z_]+|/platforms/[a-z_]+\.py"
+)
+
+# NCCL's result codes that are not the network: ncclUnhandledCudaError ("unhandled cuda error
+# (run with NCCL_DEBUG=INFO for details)", NCCL's ncclGetErrorString; "Call to CUDA function
+# failed", torch's NCCLUtils; "Cuda failure 'X'", NCCL's CUDACHECK) is a CUDA call that failed
+# inside NCCL (a GPU fault, a driver/runtime problem, an NVLS/IPC setup), and vLLM's
+# pynccl_wrapper raise line `raise RuntimeError(f"NCCL error: {error_str}")` is a template that
+# names no result at all. A DistBackendError or an "NCCL error" saying so is not a network error.
+_NOT_THE_NETWORK = (
+    r"unhandled cuda error|ncclUnhandledCudaError|Call to CUDA function failed|[Cc]uda failure|"
+    r"NCCL error: \{error_str\}"
 )
 
 FAMILIES: tuple[Family, ...] = (
@@ -278,6 +292,7 @@ FAMILIES: tuple[Family, ...] = (
         r"gaierror|socket\.timeout|^timeout$|^Rendezvous\w*(?:Error|Closed)",
         None,
         "torch.distributed's rendezvous or a peer connection",
+        unless=_NOT_THE_NETWORK,
     ),
     _f(
         "rendezvous-network",
@@ -288,6 +303,7 @@ FAMILIES: tuple[Family, ...] = (
         r"[Ss]ocket|[Nn]etwork is unreachable|[Nn]o route to host|Address already in use|"
         r"IoException|c10d",
         "the network between the ranks",
+        unless=_NOT_THE_NETWORK,
     ),
     # a timeout class is a timer that fired, whatever it says (vLLM's shm_broadcast and RPC
     # waits raise a bare `TimeoutError`; Ray's `GetTimeoutError`; `subprocess.TimeoutExpired`)
@@ -414,6 +430,8 @@ def _stated(pattern: re.Pattern[str], subject: str) -> bool:
 
 def _holds(fam: Family, raised: Raised, subject: str, frames: str) -> bool:
     if fam.cls is not None and not fam.cls.search(raised.name):
+        return False
+    if fam.unless is not None and fam.unless.search(subject):
         return False
     if fam.msg is None and fam.frames is not None:  # known only by where it was raised
         return fam.frames.search(frames) is not None
