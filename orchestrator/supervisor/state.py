@@ -44,6 +44,7 @@ class RankState:
     last_rchar: int | None = None
     started_at: float | None = None
     load_began_at: float | None = None
+    load_began_bytes: int = 0  # bytes_read when its load began: the base of load_rate
     load_ended_at: float | None = None
     barrier_failed: bool = False
     barrier_failed_at: float | None = None  # when its barrier error arrived (controller clock)
@@ -65,6 +66,18 @@ class RankState:
     @property
     def last_line(self) -> str:
         return self.last_lines[-1] if self.last_lines else ""
+
+    @property
+    def load_rate(self) -> float | None:
+        """Bytes/s over the whole load so far (from its begin line to the last sample): the
+        steady figure beside the smoothed `read_rate`, which one late sample on a busy host can
+        halve. None until a sample came after the load began."""
+        if self.load_began_at is None or self.last_sample_ts is None:
+            return None
+        span = self.last_sample_ts - self.load_began_at
+        if span <= 0:
+            return None
+        return max(self.bytes_read - self.load_began_bytes, 0) / span
 
     def load_fraction(self, expected_bytes: int | None) -> float | None:
         """0..1: shard bar when the rank prints one, else bytes read against the recipe's share."""
@@ -147,6 +160,8 @@ def _on_logs(r: RankState, ts: float, raw_lines: Sequence[str]) -> RankState:
             phase = _advance(phase, proves)
         if m is Milestone.load_begin:
             changes.setdefault("load_began_at", r.load_began_at or ts)
+            if r.load_began_at is None:
+                changes.setdefault("load_began_bytes", r.bytes_read)
         elif m is Milestone.shards:
             changes.update(shards_done=p.done, shards_total=p.total)
         elif m is Milestone.load_end:

@@ -114,9 +114,18 @@ def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | Non
     if not cfg.expected_bytes_per_rank or r.rate_samples < cfg.min_rate_samples:
         return None
     remaining = max(cfg.expected_bytes_per_rank - r.bytes_read, 0)
-    if not r.read_rate or r.read_rate <= 0:
+    # The better of the smoothed rate and the whole load's average: a momentary dip (one late
+    # sample on a busy host, a pause between shards) must not predict a miss the load as a whole
+    # does not; a rank slow throughout is slow by both, and one that collapses mid-load is the
+    # stall and page-cache watchers' news until its average falls too.
+    rate = _projection_rate(r)
+    if rate <= 0:
         return math.inf
-    return now + remaining / r.read_rate
+    return now + remaining / rate
+
+
+def _projection_rate(r: RankState) -> float:
+    return max(r.read_rate or 0.0, r.load_rate or 0.0)
 
 
 def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
@@ -189,7 +198,7 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
         late = t - deadline
         if late <= cfg.miss_margin * cfg.barrier_window_s:
             continue
-        rate = f"{(r.read_rate or 0) / MB:.1f} MB/s"
+        rate = f"{_projection_rate(r) / MB:.1f} MB/s"
         left = max((cfg.expected_bytes_per_rank or 0) - r.bytes_read, 0)
         findings.append(
             _late_warning(

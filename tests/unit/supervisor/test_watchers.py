@@ -106,6 +106,24 @@ def test_a_rank_only_slightly_slow_but_in_time_raises_no_warning():
     assert not b.findings()
 
 
+def test_one_late_sample_on_a_busy_host_predicts_no_miss_the_whole_load_does_not():
+    """CI saw it (a busy 2-core host): a rank in time by its whole load, whose smoothed rate one
+    slow sampling interval halved, was warned about and then finished in time."""
+    b = Boot()
+    b.cfg = WatchConfig(barrier_window_s=10, expected_bytes_per_rank=10 * GiB)
+    b.read([200, 200, 200, 180], 46)  # rank 3 in time: ~61 s; the others ~54 s + a 10 s window
+    b.read([200, 200, 200, 20], 2)  # one interval in which its sampler barely ran
+    assert b.state.rank(3).read_rate < 110 * MB  # the smoothed rate says it would miss ...
+    assert b.state.rank(3).load_rate > 160 * MB  # ... the whole load says it will not
+    assert not [f for f in b.findings() if f.watcher == "barrier"]
+    # A rank slow throughout is slow by both, and still warned about (the test above).
+    slow = Boot()
+    slow.cfg = WatchConfig(barrier_window_s=10, expected_bytes_per_rank=10 * GiB)
+    slow.read([200, 200, 200, 60], 20)
+    [w] = [f for f in slow.findings() if f.watcher == "barrier"]
+    assert w.rank == 3 and "at 60.0 MB/s" in w.message
+
+
 def test_the_barrier_verdict_names_the_straggler_not_the_ranks_that_raised():
     b = Boot()
     b.read([200, 200, 200, 5], 60)
