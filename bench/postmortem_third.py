@@ -14,6 +14,13 @@ another checkout's code (a pristine worktree at the commit before any rule chang
 that checkout first on PYTHONPATH; the cases are always read from this file's own checkout.
 The script prints which `orchestrator` it scored.
 
+`--loso` scores the set leave-one-source-out instead: each case diagnosed without the rules
+written from its own tracker family alone (a signature whose `provenance` is that family only,
+an exception family whose provenance in calibration.json is), as bench/postmortem_corpus.py
+does for the corpus; the shipped calibration and model are kept (they were fitted on the
+corpus's train split, which holds no case of these sets). Rules not yet given a provenance
+(files outside PROVENANCE_FILES, e.g. the node-kernel and gpu signatures) are never switched off.
+
 Scoring (an answer is the category, or `no-failure` where the diagnosis says nothing failed):
 - a `ready` answer on a case not labelled `ready` is always wrong;
 - label `no-failure` (nothing failed, no ready marker): right for `unknown` or `no-failure`;
@@ -31,8 +38,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date
+from functools import cache
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,17 +106,47 @@ def load_cases(folder: Path) -> list[ThirdCase]:
     return cases
 
 
-def answer_of(excerpt: str, folder: Path) -> str:
-    """What `cluster postmortem --logs FILE --json` says: the category, or `no-failure`."""
+def answer_of(excerpt: str, folder: Path, family: str | None = None) -> str:
+    """What `cluster postmortem --logs FILE --json` says: the category, or `no-failure`; with
+    `family`, what it says without the rules written from that tracker family alone."""
     from orchestrator.postmortem import postmortem_logs
 
     path = folder / "excerpt.log"  # no rank word in the name: the file is rank 0
     path.write_text(excerpt if excerpt.endswith("\n") else excerpt + "\n", encoding="utf-8")
-    diagnosis = postmortem_logs([path])
+    if family is None:
+        diagnosis = postmortem_logs([path])
+    else:
+        from orchestrator.postmortem.families import without_families
+
+        kept, off_fams = _without_family(family)
+        with without_families(off_fams):
+            diagnosis = postmortem_logs([path], kept)
     # `outcome` exists only in checkouts that have the no-failure outcome (issue 29)
     if getattr(diagnosis, "outcome", None) == "no-failure":
         return "no-failure"
     return str(diagnosis.category)
+
+
+def _rules_of_only(family: str) -> tuple[frozenset[str], frozenset[int]]:
+    """The signatures and exception families written from `family` alone (their provenance)."""
+    from orchestrator.postmortem.calibration import load_calibration
+    from orchestrator.postmortem.signatures import load_signatures
+
+    sigs = frozenset(
+        c.id for c in load_signatures() if c.sig.provenance and set(c.sig.provenance) <= {family}
+    )
+    fams = frozenset(
+        int(k) for k, v in load_calibration().families.items() if v and set(v) <= {family}
+    )
+    return sigs, fams
+
+
+@cache  # one set per family, kept alive: the scan caches its prefilter per SignatureSet object
+def _without_family(family: str) -> tuple[Any, frozenset[int]]:
+    from orchestrator.postmortem.signatures import SignatureSet, load_signatures
+
+    off_sigs, off_fams = _rules_of_only(family)
+    return SignatureSet([c for c in load_signatures() if c.id not in off_sigs]), off_fams
 
 
 Verdict = Literal["correct", "wrong", "unknown"]
@@ -150,6 +188,9 @@ def main(default_set: str = "third") -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=SETS, default=default_set)
     parser.add_argument("--cases-dir", type=Path, default=None)
+    parser.add_argument(
+        "--loso", action="store_true", help="leave-one-source-out: without each family's rules"
+    )
     args = parser.parse_args()
     if args.cases_dir is None:
         args.cases_dir = FIXTURES / f"postmortem-{args.set}" / "cases"
@@ -163,7 +204,18 @@ def main(default_set: str = "third") -> int:
     print(f"orchestrator scored: {Path(orchestrator.__file__).resolve().parent}")
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pm-third-") as tmp:
-        rows = [Scored(c, answer_of(c.excerpt, Path(tmp))) for c in cases]
+        rows = [
+            Scored(c, answer_of(c.excerpt, Path(tmp), c.family if args.loso else None))
+            for c in cases
+        ]
+    if args.loso:
+        print("leave-one-source-out: each family without the rules written from it alone")
+        for fam in FAMILY_ORDER:
+            if any(c.family == fam for c in cases):
+                off_sigs, off_fams = _rules_of_only(fam)
+                print(
+                    f"  {fam}: {len(off_sigs)} signatures, {len(off_fams)} exception families off"
+                )
     took = time.perf_counter() - began
     counts = Counter(r.verdict for r in rows)
     print(f"total: {len(rows)}")
