@@ -39,9 +39,18 @@ NATIVE = re.compile(r"\bwhat\(\): +(?P<msg>\S.*)|\[TensorRT-LLM\]\[ERROR\] +(?P<
 NOTEBOOK = re.compile(
     r"^\s*(?P<cls>(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*" + _SUFFIX + r")\s{2,}Traceback"
 )
+# pydantic's ValidationError prints each error under its model's name, the raised error's type
+# first: pydantic-core's `value_error` / `assertion_error` templates "Value error, {error}" and
+# "Assertion failed, {error}" (vLLM's config classes are pydantic dataclasses since 2025: its
+# refusals print "Value error, Total number of attention heads (64) must be divisible ...")
+PYDANTIC = re.compile(
+    r"(?:^|[\s:\]>|(\"'`])(?P<kind>Value error|Assertion failed), (?P<msg>\S.*)"
+)
 TRACEBACK = "Traceback (most recent call last)"
 KEYWORDS: tuple[bytes, ...] = (
     b"what():",
+    b"Value error, ",
+    b"Assertion failed, ",
     b"Error",
     b"Exception",
     b"NotFound",
@@ -381,6 +390,9 @@ def exception_of(text: str) -> Raised | None:
     m = EXCEPTION.search(text)
     if m is not None:
         return Raised(m.group("cls"), m.group("msg").strip())
+    if m := PYDANTIC.search(text):
+        cls = "ValueError" if m.group("kind") == "Value error" else "AssertionError"
+        return Raised(cls, m.group("msg").strip())
     # only a line that ends in the class can be one (and BARE's head backtracks over the line)
     if text.rstrip().endswith(("Error", "Exception")) and (m := BARE.match(text)):
         return Raised(m.group("cls"), "")

@@ -108,3 +108,24 @@ def test_an_nccl_network_error_is_still_the_network() -> None:
     assert raised is not None
     fam = classify(raised)
     assert fam is not None and fam.category == "rendezvous-network"
+
+
+@pytest.mark.parametrize(
+    ("line", "cls"),
+    [
+        (
+            "  Value error, Total number of attention heads (64) must be divisible by tensor "
+            "parallel size (3). [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+            "ValueError",
+        ),
+        ("  Assertion failed, max_model_len must be positive", "AssertionError"),
+    ],
+)
+def test_a_pydantic_validation_error_is_read_as_the_error_it_wraps(line: str, cls: str) -> None:
+    """pydantic-core prints a wrapped error as "Value error, {error}" (vLLM's config classes
+    are pydantic dataclasses): the fallback reads it as the ValueError it was."""
+    raised = exception_of(line)
+    assert raised is not None and raised.cls == cls
+    if cls == "ValueError":
+        fam = classify(raised)
+        assert fam is not None and fam.category == "config-validator-refusal"
