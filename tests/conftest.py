@@ -15,17 +15,37 @@ from tests.leaks import MARKER, describe, kill, left_running
 os.environ[MARKER] = uuid.uuid4().hex
 
 TESTS = Path(__file__).resolve().parent
-# `make test` runs the tiers side by side, as three pytest processes (tests/run_tiers.sh), each
+# `make test` runs the tiers side by side, as pytest processes (tests/run_tiers.sh), each
 # selecting one group with `--tier-group`. What owns something machine-wide runs in its own
 # group, one test at a time, as before:
-# - netns: the netns testbed (its namespaces, bridge and daemons are one per machine);
+# - netns and netns-2: the netns tier on two testbeds of its own, side by side (each its own
+#   root folder, name prefix and subnets; the bridge sysctls they share are held by whichever is
+#   up: orchestrator/testbed/host.py). Most of the tier waits (timeouts, throttled links, a
+#   node cut for 20 s), so two testbeds nearly halve its wall time on two cores. netns keeps
+#   the modules that nest a testbed of their own or spell the first testbed's names and
+#   addresses, and every module that causes real kernel OOM kills (they share one kernel log);
 # - builtin-cluster: the built-in simulated cluster (127.0.0.10-17 and its ports), which
 #   tests/sim and tests/terminal boot, and which any other module reaches through its
 #   inventory or address;
 # - rest: everything else (unit, engines, transport, ansible).
 TIER_GROUPS = {"netns": "netns", "sim": "builtin-cluster", "terminal": "builtin-cluster"}
+SECOND_TESTBED = frozenset(
+    {
+        "test_blame_netns.py",
+        "test_docker_host_netns.py",
+        "test_inventory_check_netns.py",
+        "test_nccl_check_netns.py",
+        "test_postmortem_netns.py",
+        "test_preflight_netns.py",
+        "test_secret_env_netns.py",
+        "test_slow_shell_netns.py",
+        "test_start_cut_netns.py",
+        "test_status_netns.py",
+        "test_weights_netns.py",
+    }
+)
 BUILTIN_CLUSTER_WORDS = (b"builtin_simulated_inventory", b"127.0.0.10")
-GROUPS = ("netns", "builtin-cluster", "rest")
+GROUPS = ("netns", "netns-2", "builtin-cluster", "rest")
 
 
 def group_of(path: Path) -> str:
@@ -33,6 +53,8 @@ def group_of(path: Path) -> str:
         tier = path.relative_to(TESTS).parts[0]
     except ValueError:
         return "rest"
+    if tier == "netns" and path.name in SECOND_TESTBED:
+        return "netns-2"
     if tier in TIER_GROUPS:
         return TIER_GROUPS[tier]
     try:
@@ -47,7 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tier-group",
         choices=GROUPS,
         default=None,
-        help="run only this group of tests (tests/run_tiers.sh runs the three side by side)",
+        help="run only this group of tests (tests/run_tiers.sh runs them side by side)",
     )
 
 

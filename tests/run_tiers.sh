@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# `make test`'s pytest: the groups of tests/conftest.py in two lanes side by side, each group one
-# pytest process: the netns testbed alone in one lane; the built-in cluster and then the rest in
-# the other (one after the other: the built-in cluster's page-cache watcher reads this machine's
-# memory, and the engines tier's imports beside it evicted enough cache for it to warn on a
-# healthy boot). Each group's report, its 25 slowest tests included, is printed as its lane
-# reaches it; the run fails if any group failed. Extra arguments go to every pytest.
+# `make test`'s pytest: the groups of tests/conftest.py in three lanes side by side, each group
+# one pytest process: the netns tier on its first testbed; the netns tier on its second testbed;
+# the built-in cluster and then the rest (one after the other: the rest's engines tier imports
+# evict page cache the built-in cluster's nodes share with this machine). Each group's report,
+# its 25 slowest tests included, is printed once every lane is done; the run fails if any group
+# failed. Extra arguments go to every pytest.
 set -uo pipefail
 py=${1:?usage: run_tiers.sh PYTHON [pytest args...]}
 shift
@@ -20,12 +20,14 @@ run_group() {  # GROUP: its pytest, its report in $out/GROUP.log, its exit code 
 
 run_group netns "$@" &
 lane_netns=$!
+run_group netns-2 "$@" &
+lane_netns_2=$!
 ( run_group builtin-cluster "$@"; run_group rest "$@" ) &
 lane_local=$!
-wait "$lane_netns" "$lane_local"
+wait "$lane_netns" "$lane_netns_2" "$lane_local"
 
 status=0
-for group in builtin-cluster rest netns; do
+for group in builtin-cluster rest netns netns-2; do
   rc=$(cat "$out/$group.rc" 2>/dev/null || echo 1)
   # 5: the group selected no test (e.g. -k matched nothing there): not a failure.
   [ "$rc" -eq 5 ] && rc=0

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import host
 from .constants import FAB_MTU, NODE_VIEWS
 from .core import TestbedCore
 from .node import Node
@@ -22,7 +23,6 @@ class NetworkMixin(TestbedCore):
         """Mount points the node views need, sshd's privsep dir, and bridged traffic that does not
         go through the root namespace's iptables (a root dockerd sets FORWARD DROP)."""
         created: list[str] = []
-        restore: dict[str, str] = {}
         wanted = [Path("/run/sshd"), Path("/etc/netns"), Path("/run/netns")]
         wanted += [Path(t) for _, t in NODE_VIEWS if t not in ("/root", "/root/.ssh")]
         for p in wanted:
@@ -34,20 +34,10 @@ class NetworkMixin(TestbedCore):
         for p in (Path("/run/containerd"), Path("/run/containerd/s")):
             if not p.exists():
                 created.append(str(p))
-        for key in (
-            "bridge-nf-call-iptables",
-            "bridge-nf-call-ip6tables",
-            "bridge-nf-call-arptables",
-        ):
-            f = Path("/proc/sys/net/bridge") / key
-            if f.exists():
-                old = f.read_text().strip()
-                if old != "0":
-                    restore[str(f)] = old
-                    f.write_text("0\n")
+        # Shared with any other testbed up at once: the last one down restores them (host.py).
+        host.hold(self.root)
         with self._state() as st:
             st["created_host_paths"] = created
-            st["sysctl_restore"] = restore
 
     def _make_network(self, nodes: list[Node]) -> None:
         mb, fb = self.mgmt_bridge, self.fab_bridge

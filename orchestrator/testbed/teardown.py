@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import host
 from .errors import TestbedError
 from .network import NetworkMixin
 from .node import Node
@@ -75,9 +76,10 @@ class TeardownMixin(NetworkMixin):
             self._remove_cgroups(nodes)
 
             # 5. host settings and paths we created
-            for f, old in state.get("sysctl_restore", {}).items():
+            for f, old in state.get("sysctl_restore", {}).items():  # an earlier release's state
                 with contextlib.suppress(OSError):
                     Path(f).write_text(old + "\n")
+            host.release(self.root)
             for p in reversed(state.get("created_host_paths", [])):
                 self._remove_created_path(Path(p))
 

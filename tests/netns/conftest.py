@@ -72,6 +72,16 @@ def _controller_ssh_listing() -> dict[str, bytes] | None:
     return out
 
 
+# Names and subnets apart from the first testbed's (ctb, 198.18.0-1) and from those tests nest
+# (cti 198.18.4-5, ctc 198.18.2-3).
+SECOND_TESTBED: dict[str, Any] = {
+    "root": Path(f"{tbmod.default_root()}-2"),
+    "prefix": "ctd",
+    "mgmt_subnet": "198.18.6",
+    "fab_subnet": "198.18.7",
+}
+
+
 @pytest.fixture(scope="session")
 def controller_root_ssh_before() -> dict[str, bytes] | None:
     """The controller's /root/.ssh (file name -> bytes; None if absent) before the testbed."""
@@ -79,10 +89,14 @@ def controller_root_ssh_before() -> dict[str, bytes] | None:
 
 
 @pytest.fixture(scope="session")
-def testbed(controller_root_ssh_before: dict[str, bytes] | None) -> Iterator[Testbed]:
+def testbed(
+    request: pytest.FixtureRequest, controller_root_ssh_before: dict[str, bytes] | None
+) -> Iterator[Testbed]:
     _require_prerequisites()
     n = int(os.environ.get("CTB_NODES") or tbmod.DEFAULT_NODES)
-    tb = Testbed()
+    # `--tier-group netns-2` (tests/conftest.py): the second testbed, up beside the first.
+    second = request.config.getoption("--tier-group") == "netns-2"
+    tb = Testbed(**SECOND_TESTBED) if second else Testbed()
     finished = threading.Event()
 
     def _down_at_exit() -> None:
