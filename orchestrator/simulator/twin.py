@@ -13,10 +13,12 @@ What changes, and why:
   `.ready`, `model.expected_bytes_per_rank` and `image.size_bytes` (so preflight's disk check asks a
   twin for room in proportion, not for a real image's 70 GB). `timeouts.connect`, `.image` and
   `.exec_ready` are not: they time real SSH, real `docker load` and real container starts, which a
-  twin still does. The env (e.g. `SGLANG_UNBALANCED_LOAD_TIMEOUT_S=7200`) stays unscaled, and the
-  simulator multiplies it by the same factor, so the twin's `timeouts.barrier` is exactly the window
-  the simulator enforces. That is also why the twin is built with `model_copy` rather than validated
-  again: the recipe check "env barrier == timeouts.barrier" holds for real recipes only; re-make a
+  twin still does; nor is `.wedge`: after READY a twin serves in real time and the serving
+  watch's canary and /metrics asks are real. The env (e.g.
+  `SGLANG_UNBALANCED_LOAD_TIMEOUT_S=7200`) stays unscaled, and the simulator multiplies it by the
+  same factor, so the twin's `timeouts.barrier` is exactly the window the simulator enforces.
+  That is also why the twin is built with `model_copy` rather than validated again: the recipe
+  check "env barrier == timeouts.barrier" holds for real recipes only; re-make a
   twin with `make_twin(recipe, factor)` instead of validating its dump.
 - `env` gains `CLUSTER_SIM_ENGINE_RELEASE` (and `CLUSTER_SIM_BEYOND_RELEASE`) from the recipe's
   `engine_version`, so the twin refuses the flags that release's parser refuses;
@@ -129,6 +131,9 @@ def make_twin(
         weights=scale.seconds(t.weights),
         barrier=scale.seconds(t.barrier),
         ready=scale.seconds(t.ready),
+        # After READY the twin serves in real time (its serving faults' `after=` are real
+        # seconds), and the serving watch's canary and /metrics asks are real: not scaled.
+        wedge=t.wedge,
     )
     env = dict(recipe.env)
     env[ENV_SCALE] = repr(scale.factor)
@@ -187,7 +192,7 @@ def twin_record(real: Recipe, twin: Recipe) -> dict[str, Any]:
             "extra": [e for e in real.docker.extra if e not in twin.docker.extra],
         },
         "unscaled": {
-            "timeouts": ["connect", "image", "exec_ready"],
+            "timeouts": ["connect", "image", "exec_ready", "wedge"],
             "rates": "bytes per second are not scaled (bytes and seconds both are)",
         },
         "env_added": {k: v for k, v in twin.env.items() if k not in real.env},

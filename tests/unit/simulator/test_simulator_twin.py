@@ -118,3 +118,15 @@ def test_the_manifest_record_is_json_and_names_the_factor_and_the_windows() -> N
         "CLUSTER_SIM_BEYOND_RELEASE": "--tokenizer-mode",
     }
     assert record["twin"]["simulated"] is True
+
+
+def test_a_twin_keeps_the_recipes_serving_knobs_unscaled() -> None:
+    """After READY a twin serves in real time: `timeouts.wedge` (the serving watch's window) and
+    `restart:` reach its run as written (a netns drill with `wedge: 10` was watched with 120)."""
+    real = resolve_recipe("mistral-large4-8x-sglang")
+    timeouts = real.timeouts.model_copy(update={"wedge": 10.0})
+    real = real.model_copy(update={"timeouts": timeouts})
+    twin = make_twin(real, "test", python="/usr/bin/python3", image="sim:1")
+    assert twin.timeouts.wedge == 10.0
+    assert twin.timeouts.weights < real.timeouts.weights  # engine time is scaled
+    assert "wedge" in twin_record(real, twin)["unscaled"]["timeouts"]
