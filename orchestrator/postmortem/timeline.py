@@ -414,7 +414,9 @@ def _occurrences(chunk: bytes, needle: bytes, start: int) -> Iterator[int]:
 
 _SIGNATURE, _EXCEPTION, _MARKER = 0, 1, 2
 MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before a plain search
-_AUTOMATA: dict[tuple[int, tuple[Marker, ...]], Any] = {}
+# Keyed by the set's id; the value holds the set itself, so while it is cached its id cannot be
+# reused by a new set (an id alone was: a later set was served an earlier set's automaton).
+_AUTOMATA: dict[tuple[int, tuple[Marker, ...]], tuple[SignatureSet, Any]] = {}
 
 
 def _automaton(sigs: SignatureSet, wanted: tuple[Marker, ...]) -> Any:
@@ -422,9 +424,9 @@ def _automaton(sigs: SignatureSet, wanted: tuple[Marker, ...]) -> Any:
     still wanted (pyahocorasick): one pass per block, whatever the number of keywords. Built
     once per set of wanted milestones (they only ever shrink)."""
     key = (id(sigs), wanted)
-    auto = _AUTOMATA.get(key)
-    if auto is not None:
-        return auto
+    cached = _AUTOMATA.get(key)
+    if cached is not None and cached[0] is sigs:
+        return cached[1]
     tags: dict[str, list[tuple[int, int, int]]] = {}
     for idx, entry in enumerate(sigs.keywords):
         word = entry.keyword.decode("latin-1")
@@ -441,7 +443,7 @@ def _automaton(sigs: SignatureSet, wanted: tuple[Marker, ...]) -> Any:
     auto.make_automaton()
     if len(_AUTOMATA) > 256:
         _AUTOMATA.clear()
-    _AUTOMATA[key] = auto
+    _AUTOMATA[key] = (sigs, auto)
     return auto
 
 
