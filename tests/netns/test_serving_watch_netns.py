@@ -1,26 +1,68 @@
-"""The serving watch on eight real sshd + dockerd nodes (issue 27): `cluster boot` hands over to
-its detached watcher at READY; a node's management link cut while the group serves is named
-NODE_LOST (the node and its rank) within 15 s, its log up to the cut is kept, and the run's
-verdict becomes NODE_LOST; the watcher then ends on its own."""
+"""The serving watch on eight real sshd + dockerd nodes (issue 27), drilled with the simulator's
+serving faults (`--sim-fault`, docs/simulator.md) in containers, as on the built-in cluster
+(tests/sim/test_serving_watch_sim.py):
+
+- a node's management link cut while the group serves is NODE_LOST (the node and its rank)
+  within 15 s, its log up to the cut kept; the watcher then ends on its own;
+- a rank that dies while serving is RANK_DIED with its exit code and last lines within 30 s, and
+  with `restart: {max: 2}` the whole group comes back twice (attempt-N/ kept) and the third
+  death is final;
+- the detached watcher killed -9 while serving is resumed by `cluster supervise RUN` with no
+  log gap, and the resumed watch names a wedged head WEDGED within timeouts.wedge + 30 s while
+  /health still says 200;
+- a leak (real pages touched in the rank's container) is warned about, with its rate, before
+  the node's MemAvailable reaches the floor;
+- `cluster status` and metrics.prom show each of them.
+
+The first three run the watcher as an operator does (`cluster boot --watch`, `cluster
+supervise`), with the recipe's own knobs (`timeouts.wedge`, `restart:`). The leak drill needs a
+leak window of seconds, not the default ten minutes, which only the watch's config sets: it runs
+the same `watch_run` in this process, as the sim tier does.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
+import signal
+import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from orchestrator.runstore import Run
+from orchestrator.supervisor.serving import ServeWatchConfig
 from orchestrator.testbed import Testbed
+from orchestrator.watch import watch_run
 from tests.netns import test_boot_netns
+from tests.netns.serving_drills import (
+    HEAD,
+    alive,
+    docker_time,
+    drill_recipe,
+    end_watch,
+    head_served_at,
+    health,
+    incidents,
+    start_supervise,
+    use_recipe,
+    wait_gone,
+    watcher_pid,
+)
 from tests.netns.test_boot_netns import (
     RANKS,
     BootProc,
+    assert_logs_reconcile,
     container_name,
     node_logs,
     preserved,
+    read_json,
     wait_for,
 )
 
@@ -31,18 +73,6 @@ state_home = test_boot_netns.state_home
 boots = test_boot_netns.boots
 
 LOST = 4
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def incidents(boot: BootProc) -> list[dict]:
-    return [e for e in boot.events() if e.get("kind") == "incident"]
 
 
 def test_a_node_cut_while_serving_is_node_lost_within_15_s_with_its_log_kept(
@@ -94,3 +124,243 @@ def test_a_node_cut_while_serving_is_node_lost_within_15_s_with_its_log_kept(
         if alive(watcher):  # a failed assertion above: end the watch before the teardown
             test_boot_netns.cluster(state_home, "stop", "--yes", "--run", boot.id, timeout=180)
             wait_for("the watcher to end", lambda: not alive(watcher), timeout=60)
+
+
+# -- a rank that dies while serving, and the restart budget ---------------------------------
+
+DIES = 3
+DIES_AFTER_S = 12  # each attempt's rank 3 dies this long into serving (after the boot's smoke)
+RESTART = "{max: 2, backoff: 1, min_mem_available: 0}"
+
+
+def metric(text: str, name: str, run_id: str) -> float | None:
+    """One series' value in metrics.prom's text (labelled with the run only)."""
+    m = re.search(rf'(?m)^{re.escape(name)}\{{run="{re.escape(run_id)}"\}} (\S+)$', text)
+    return float(m.group(1)) if m else None
+
+
+@pytest.mark.timeout(600)
+def test_a_rank_dying_while_serving_is_rank_died_within_30_s_and_restart_max_2_brings_the_group_back_twice_then_final(
+    testbed: Testbed,
+    boots: Callable[..., BootProc],
+    state_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_recipe(monkeypatch, drill_recipe(tmp_path / "recipe", restart=RESTART))
+    # The fault is in every rank's launch plan: each attempt's rank 3 exits (code 3, with a
+    # traceback) DIES_AFTER_S into serving; the detached watcher brings the group back.
+    fault = f"rank={DIES}:exit-at=serving:after={DIES_AFTER_S}:code=3"
+    boot = boots("--json", "--watch", "--sim-fault", fault)
+    verdict = boot.wait()
+    assert verdict["outcome"] == "READY", verdict
+    watcher = watcher_pid(boot)
+    try:
+        final = wait_for(
+            "the third death, final",
+            lambda: next((i for i in incidents(boot) if i.get("final")), None),
+            timeout=420,
+        )
+        wait_gone(watcher, timeout=60)  # a final incident ends the watch
+        done = time.time()
+    finally:
+        end_watch(state_home, boot, watcher)
+    run = boot.run
+    found = incidents(boot)
+    assert [(i["rank"], i["attempt"], i["final"]) for i in found] == [
+        (DIES, 0, False),
+        (DIES, 1, False),
+        (DIES, 2, True),
+    ], found
+    assert found[-1] == final and "restart.max 2" in final["advice"], final["advice"]
+    # Each death: RANK_DIED, its exit code and its own last words, named within 30 s of the
+    # container's end (docker's FinishedAt; exit.json is kept with each attempt).
+    for i, kept in zip(found, ("attempt-0", "attempt-1", "."), strict=True):
+        assert i["outcome"] == "RANK_DIED" and i["exit_code"] == 3, i
+        assert "exit code 3" in i["message"], i["message"]
+        assert any("RuntimeError" in line for line in i["last_lines"]), i["last_lines"]
+        died = read_json(run / kept / f"rank-{DIES}" / "exit.json")
+        assert died and died["exit_code"] == 3, died
+        named = float(i["ts"]) - docker_time(died["finished_at"])
+        test_boot_netns.TIMINGS[
+            f"serving: RANK_DIED named after the death, attempt {i['attempt']} (s)"
+        ] = named
+        print(f"RANK_DIED (attempt {i['attempt']}) named {named:.1f} s after the death")
+        assert 0 <= named <= 30.0, f"RANK_DIED named {named:.1f} s after the death"
+    # Twice the whole group came back: every rank of each earlier attempt kept (its log through
+    # the load, its inspect output, docker's complete log of which the followed copy is the
+    # start), each attempt in new containers, each restart the backoff (1 s, doubled) after.
+    restarts = [e for e in boot.events() if e.get("kind") == "restarted"]
+    assert [(r["attempt"], r["kept"]) for r in restarts] == [(1, "attempt-0"), (2, "attempt-1")]
+    for r, backoff in zip(restarts, (1.0, 2.0), strict=True):
+        died = read_json(run / r["kept"] / f"rank-{DIES}" / "exit.json")
+        assert float(r["ts"]) - docker_time(died["finished_at"]) >= backoff - 0.1, r
+    for k in range(RANKS):
+        ids = []
+        for kept in ("attempt-0", "attempt-1"):
+            d = run / kept / f"rank-{k}"
+            followed = (d / "stderr.log").read_bytes()
+            assert b"Load weight end" in followed, (kept, k)
+            assert (d / "full-stderr.log").read_bytes().startswith(followed), (kept, k)
+            ids.append(read_json(d / "inspect.json")["Id"])
+        now = testbed.docker(k, "inspect", "--format", "{{.Id}}", container_name(boot.id, k))
+        ids.append(now.stdout.strip())
+        assert len(set(ids)) == 3, (k, ids)
+    # The third attempt served too before its rank 3 died for good; every rank's copy of it is
+    # the start of its container's log, nothing repaired.
+    assert b"Load weight end" in preserved(run, 0)["stderr"]
+    assert_logs_reconcile(testbed, boot, range(RANKS))
+    assert (boot.verdict() or {})["outcome"] == "RANK_DIED"
+    assert not (run / "lock.json").exists()
+    # Status and metrics say it: the attempt serving last, the incidents, the restarts.
+    serving = (boot.status() or {})["serving"]
+    assert serving["attempt"] == 2 and serving["incidents"] == 3, serving
+    assert serving["last_incident"].startswith(f"RANK_DIED rank {DIES}"), serving
+    prom = (run / "metrics.prom").read_text()
+    assert metric(prom, "cluster_serving_incidents_total", boot.id) == 3, prom[-2000:]
+    assert metric(prom, "cluster_serving_restarts_total", boot.id) == 2, prom[-2000:]
+    shown = test_boot_netns.cluster(state_home, "status", "--run", boot.id)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "RANK_DIED" in shown.stdout, shown.stdout[-3000:]
+    test_boot_netns.TIMINGS["serving: restart drill, boot start to the final death (s)"] = (
+        done - boot.started
+    )
+
+
+# -- a killed watcher, resumed; a wedged head ---------------------------------------------
+
+WEDGE_S = 10  # the drill recipe's timeouts.wedge
+HANG_AFTER_S = 20  # rank 0 wedges this long into serving (the watcher is resumed by then)
+GAP_LINES = 20
+
+
+def test_a_watcher_killed_while_serving_is_resumed_by_supervise_without_a_gap_and_names_a_wedged_head_while_health_says_200(
+    testbed: Testbed,
+    boots: Callable[..., BootProc],
+    state_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_recipe(monkeypatch, drill_recipe(tmp_path / "recipe", wedge=WEDGE_S))
+    boot = boots("--json", "--watch", "--sim-fault", f"rank=0:hang-at=serving:after={HANG_AFTER_S}")
+    verdict = boot.wait()
+    assert verdict["outcome"] == "READY", verdict
+    watcher = watcher_pid(boot)
+    supervise: subprocess.Popen[bytes] | None = None
+    out = tmp_path / "supervise.out"
+    try:
+        os.killpg(watcher, signal.SIGKILL)  # no finally, no reconcile, no lock release
+        wait_gone(watcher)
+        killed = time.time()
+        for k in range(GAP_LINES):  # the head prints an access line for each: the gap's lines
+            with urllib.request.urlopen(f"{HEAD}/health?gap-{k}", timeout=10) as resp:
+                assert resp.status == 200
+        supervise = start_supervise(state_home, boot.run, out)
+        kept = boot.run / "rank-0" / "stderr.log"
+        last = f"/health?gap-{GAP_LINES - 1} ".encode()
+        wait_for("the gap's lines in the kept copy", lambda: last in kept.read_bytes(), timeout=90)
+        resumed = time.time() - killed
+        test_boot_netns.TIMINGS["serving: watcher killed to the gap's lines kept (s)"] = resumed
+        print(f"watcher killed; the gap's lines kept by `cluster supervise` {resumed:.1f} s later")
+        holder = read_json(boot.run / "lock.json") or {}
+        assert holder.get("pid") == supervise.pid, holder
+        # No gap, no duplicate: every rank's kept copy is the start of its container's log, and
+        # each line printed while no watcher ran is in rank 0's once.
+        data = kept.read_bytes()
+        for k in range(GAP_LINES):
+            assert data.count(f"/health?gap-{k} ".encode()) == 1, k
+        for k in range(RANKS):
+            node = node_logs(testbed, k, container_name(boot.id, k))
+            for stream, copy in preserved(boot.run, k).items():
+                assert node[stream].startswith(copy), (k, stream)
+        assert [e for e in boot.events() if e.get("kind") == "resumed"]
+
+        # The resumed watch names the wedge: rank 0 stops answering, /health still says 200.
+        found = wait_for("WEDGED", lambda: incidents(boot), timeout=HANG_AFTER_S + WEDGE_S + 90)
+        assert health() == 200  # still, while no request finishes
+        (incident,) = found
+        hung = head_served_at(boot.run) + HANG_AFTER_S
+        named = float(incident["ts"]) - hung
+        test_boot_netns.TIMINGS["serving: WEDGED named after the hang (s)"] = named
+        print(f"WEDGED ({incident['signal']}) named {named:.1f} s after the hang")
+        assert incident["outcome"] == "WEDGED" and incident["rank"] == 0, incident
+        assert incident["signal"] in ("metrics", "canary") and incident["final"], incident
+        assert 0 <= named <= WEDGE_S + 30.0, f"WEDGED named {named:.1f} s after the hang"
+        code = supervise.wait(timeout=60)  # a final incident ends the watch, with its code
+        said = out.read_text(errors="replace")
+        assert code != 0 and "WEDGED" in said, said[-2000:]
+    finally:
+        end_watch(state_home, boot, watcher, supervise)
+    assert (boot.verdict() or {})["outcome"] == "WEDGED"
+    # Status and metrics say it: the canary failing (or the engine's requests stuck), /health
+    # answering, the incident.
+    serving = (boot.status() or {})["serving"]
+    assert serving["health_ok"] is True and serving["incidents"] == 1, serving
+    assert serving["last_incident"].startswith("WEDGED"), serving
+    prom = (boot.run / "metrics.prom").read_text()
+    assert metric(prom, "cluster_serving_incidents_total", boot.id) == 1, prom[-2000:]
+    assert metric(prom, "cluster_serving_health_ok", boot.id) == 1, prom[-2000:]
+    shown = test_boot_netns.cluster(state_home, "status", "--run", boot.id)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "WEDGED" in shown.stdout, shown.stdout[-3000:]
+
+
+# -- a leak --------------------------------------------------------------------------------
+
+LEAKS = 3
+LEAK_RATE = 100e6  # bytes/s: `leak=100MB/s`
+FLOOR_BELOW = 1.5e9  # the floor, this far under the node's MemAvailable when the watch starts
+
+
+def test_a_leak_in_a_ranks_container_is_warned_about_with_its_rate_before_the_floor(
+    testbed: Testbed,
+    boots: Callable[..., BootProc],
+    state_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a container the simulator's leak is real pages, touched (simulator/runner.py; the
+    built-in cluster's modelled reading, simulator/nodeview.py, is for eight "nodes" on one
+    machine without containers). The testbed's nodes are network namespaces of one kernel, so
+    the fall shows in every node's /proc/meminfo alike: what is drilled here is the real
+    reading's fall, read over SSH by the sampler, fitted, warned about with its rate and the
+    time to the floor, then MEMORY_LOW at the floor; which node leaks is the built-in cluster's
+    drill to prove."""
+    from orchestrator.simulator.weights import meminfo
+
+    size = int(FLOOR_BELOW + 1e9)  # enough to reach the floor, and no more
+    boot = boots("--json", "--sim-fault", f"rank={LEAKS}:leak=100MB/s:after=2:max={size}")
+    verdict = boot.wait()
+    assert verdict["outcome"] == "READY", verdict
+    monkeypatch.setenv("XDG_STATE_HOME", str(state_home))
+    floor = int(meminfo()["MemAvailable"] - FLOOR_BELOW)
+    cfg = replace(
+        ServeWatchConfig(),
+        wedge_s=600.0,
+        sample_every_s=1.0,
+        canary_every_s=2.0,
+        canary_timeout_s=5.0,
+        drain_s=1.0,
+        leak_window_s=8.0,
+        leak_min_rate=20e6,
+        mem_floor=floor,
+    )
+    began = time.time()
+    incident = asyncio.run(asyncio.wait_for(watch_run(Run(boot.id, boot.run), serve=cfg), 120))
+    assert incident is not None and incident.outcome is not None, incident
+    assert incident.outcome.value == "MEMORY_LOW", incident.message
+    events = boot.events()
+    warned = [e for e in events if e.get("kind") == "warning" and e.get("watcher") == "leak"]
+    on_it = [w for w in warned if w["rank"] == LEAKS]
+    assert on_it, warned
+    rate = float(re.search(r"falling ([\d.]+) MB/s", on_it[0]["message"]).group(1))  # type: ignore[union-attr]
+    assert 0.5 * LEAK_RATE / 1e6 <= rate <= 2 * LEAK_RATE / 1e6, on_it[0]["message"]
+    assert "floor in ~" in on_it[0]["message"]
+    (low,) = incidents(boot)
+    first = min(float(w["ts"]) for w in warned)
+    lead = float(low["ts"]) - first
+    test_boot_netns.TIMINGS["serving: leak warned before MEMORY_LOW (s)"] = lead
+    test_boot_netns.TIMINGS["serving: leak watch start to the first warning (s)"] = first - began
+    print(f"leak warned {first - began:.1f} s into the watch, {lead:.1f} s before MEMORY_LOW")
+    assert lead > 0, (warned, low)
+    status = boot.status() or {}
+    assert any(w["watcher"] == "leak" for w in status["warnings"]), status["warnings"]
