@@ -43,9 +43,7 @@ NOTEBOOK = re.compile(
 # first: pydantic-core's `value_error` / `assertion_error` templates "Value error, {error}" and
 # "Assertion failed, {error}" (vLLM's config classes are pydantic dataclasses since 2025: its
 # refusals print "Value error, Total number of attention heads (64) must be divisible ...")
-PYDANTIC = re.compile(
-    r"(?:^|[\s:\]>|(\"'`])(?P<kind>Value error|Assertion failed), (?P<msg>\S.*)"
-)
+PYDANTIC = re.compile(r"(?:^|[\s:\]>|(\"'`])(?P<kind>Value error|Assertion failed), (?P<msg>\S.*)")
 TRACEBACK = "Traceback (most recent call last)"
 KEYWORDS: tuple[bytes, ...] = (
     b"what():",
