@@ -14,14 +14,19 @@ shaped to 25 Mbit/s, and it measures:
 (b) T(push ctb/bench:2 to 8 nodes holding ctb/bench:1) / the same baseline: target <= 0.2x, and
     the bytes each node received against the new layer compressed alone (zstd -1 and -9);
 (c) a re-push when all 8 hold it: target < 2 s;
-(d) not measurable here: two stores (overlay2 and the containerd image store) need Docker >= 24,
-    and this machine has Docker 20.10 only.
+(d) nodes 4-7 moved to Debian trixie's Docker 26 with the containerd image store (unpacked
+    under /opt/docker-trixie by .ci/system-deps.sh; the others stay on 20.10 with overlay2),
+    each given the same image by a `docker load` of its own: a push of it to all 8 sends
+    nothing (no round; the bytes into each node's link are the probes' alone), and its time.
+    Without that engine (d) says it was NOT measured, and why.
 
 T(push) is the whole `cluster image push` command, process start to exit, including probing
 every node, the hop check, verification and the exec-readiness probe. Where the time of (a)
-goes: `docker save` alone (the read), the wire bytes over the link rate, when the nodes' loads
-ended, the exec-readiness probes, and CPU seconds per command (9 nodes share 2 cores). Prints
-the figures; exits non-zero only when a push fails. About 5 minutes.
+goes: `docker save` alone (the read), the push's phases (probed, planned, hops checked with the
+source opened, the round, verified, ready), each node's first and last byte received and its
+load's end (the chain's head start, the per-hop latency, the import after the last byte), the
+wire bytes over the link rate, and CPU seconds per command (9 nodes share 2 cores). Prints the
+figures; exits non-zero only when a push fails. About 6 minutes.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from orchestrator.images.model import ZSTD_WIRE_LEVEL  # noqa: E402
 from orchestrator.testbed import REAL_DOCKER, Testbed  # noqa: E402
+from orchestrator.testbed.dockerd import TRIXIE_ENGINE, engine_binaries  # noqa: E402
 
 TAG = "ctb/bench:1"
 RATE = "100mbit"
@@ -244,7 +251,7 @@ def build_layered(tb: Testbed, work: Path, mb: int) -> dict[str, Any]:
                 ["zstd", lvl, "-T0", "-q", "-c"], input=layer, check=True, capture_output=True
             ).stdout
         )
-        for lvl in ("-1", "-9")
+        for lvl in ("-1", f"-{ZSTD_WIRE_LEVEL}", "-9")
     }
     return {
         "content": content,
@@ -252,8 +259,52 @@ def build_layered(tb: Testbed, work: Path, mb: int) -> dict[str, Any]:
         "save_s": save_s,
         "layer_raw": len(layer),
         "layer_z1": z["-1"],
+        "layer_zw": z[f"-{ZSTD_WIRE_LEVEL}"],
         "layer_z9": z["-9"],
         "top_share": len(layer) / len(save.stdout),
+    }
+
+
+def _tx_to(tb: Testbed, k: int) -> int:
+    """Bytes the host side of node k's management link has sent into the node."""
+    host_veth, _ = tb.node(k).iface_pair("mgmt")
+    return int(Path(f"/sys/class/net/{host_veth}/statistics/tx_bytes").read_text())
+
+
+def measure_two_stores(tb: Testbed, inv8: Path, ctl_host: str, work: Path) -> dict[str, Any]:
+    """(d): nodes 4-7 on Docker 26's containerd image store, 0-3 on 20.10's overlay2, all
+    holding TAG2 (the containerd nodes by a `docker load` of their own); then a push."""
+    missing = [str(b) for b in engine_binaries(TRIXIE_ENGINE) if not os.access(b, os.X_OK)]
+    if missing:
+        return {"skipped": f"no second engine here ({', '.join(missing)} missing)"}
+    cs = (4, 5, 6, 7)
+    for k in cs:
+        tb.switch_engine(k, TRIXIE_ENGINE, {"features": {"containerd-snapshotter": True}})
+    archive = work / "tag2.tar"
+    subprocess.run([REAL_DOCKER, "-H", ctl_host, "save", "-o", str(archive), TAG2], check=True)
+    for k in cs:
+        tb.docker(k, "load", "-q", "-i", str(archive), timeout=600)
+    archive.unlink()
+    info = {
+        k: tb.docker(
+            k, "info", "-f", "{{.ServerVersion}} {{.Driver}} {{json .DriverStatus}}"
+        ).stdout.strip()
+        for k in (0, cs[0])
+    }
+    ids = {
+        k: tb.docker(k, "image", "inspect", "-f", "{{.Id}}", TAG2).stdout.strip() for k in (0, 4)
+    }
+    before = {k: _tx_to(tb, k) for k in range(8)}
+    t, rep = push(inv8, ctl_host, TAG2)
+    into = {k: _tx_to(tb, k) - before[k] for k in range(8)}
+    return {
+        "seconds": t,
+        "rounds": len(rep["rounds"]),
+        "actions": sorted({n["action"] for n in rep["nodes"]}),
+        "stores": sorted({str(n["store"]) for n in rep["nodes"]}),
+        "into_link_max": max(into.values()),
+        "info": info,
+        "ids": ids,
     }
 
 
@@ -292,6 +343,7 @@ def main() -> None:
         assert all(n["action"] == "loaded" and n["verified"] for n in rep_b["nodes"])
         # (c) again, when all hold it.
         again = [push(inv8, ctl.docker_host, TAG2)[0] for _ in range(3)]
+        two_stores = measure_two_stores(tb, inv8, ctl.docker_host, work)
     finally:
         tb.down()
         shutil.rmtree(work, ignore_errors=True)
@@ -308,6 +360,33 @@ def main() -> None:
         f"{rnd_a['wire_bytes'] / rate_bps:.1f} s at {args.rate}); loads done at "
         f"{loads[0]:.1f}-{loads[-1]:.1f} s; exec-ready probes {min(ready):.1f}-{max(ready):.1f} s"
     )
+    ph = rep_a.get("phases", {})
+    by_rank = sorted(rep_a["nodes"], key=lambda n: n["rank"])
+    first_b = [n.get("first_byte_s") for n in by_rank]
+    last_b = [n.get("last_byte_s") for n in by_rank]
+    tails = [
+        n["seconds"] - n["last_byte_s"]
+        for n in by_rank
+        if n.get("last_byte_s") is not None and n["seconds"] is not None
+    ]
+    if ph:
+        print(
+            "where (a)'s time goes (s from the push's start; bytes seen to ~1 s): probed "
+            f"{ph.get('probed', 0):.1f}, planned {ph.get('planned', 0):.1f}, hops checked and "
+            f"source open {ph.get('hops_checked_1', 0):.1f}, round 1 ended "
+            f"{ph.get('round_1', 0):.1f}, verified {ph.get('verified_1', 0):.1f}, ready "
+            f"{ph.get('ready', 0):.1f}, exit {t_a:.1f} (process start and teardown: "
+            f"{t_a - rep_a['seconds']:.1f})"
+        )
+    if None not in first_b and None not in last_b:
+        hop = (first_b[-1] - first_b[0]) / max(1, len(first_b) - 1)
+        print(
+            f"  first byte: node 0 at {first_b[0]:.1f}, node 7 at {first_b[-1]:.1f} (head start "
+            f"{first_b[-1] - first_b[0]:.1f} s, {hop:.2f} s per hop); last byte: node 0 at "
+            f"{last_b[0]:.1f}, node 7 at {last_b[-1]:.1f}; wire alone at the link rate "
+            f"{rnd_a['wire_bytes'] / rate_bps:.1f} s; import after the last byte (load end - "
+            f"last byte) {min(tails):.1f}-{max(tails):.1f} s, node 7 {tails[-1]:.1f} s"
+        )
     busy = ", ".join(f"{name} {sec:.1f}" for name, sec in cpu.top())
     print(f"CPU seconds during the push to 8: {busy}")
     rnd_b = rep_b["rounds"][0]
@@ -325,21 +404,29 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} at the end (the VM is shared)"
     )
     print(f"re-push {TAG2}, all 8 hold it: " + ", ".join(f"{x:.2f} s" for x in again))
-    lo, hi = sizes["layer_z9"], sizes["layer_z1"]
+    lo, hi, wl = sizes["layer_z9"], sizes["layer_z1"], sizes["layer_zw"]
     worst = max(per_node)
     print("== figures (issue 30) ==")
     print(f"(a) push to 8 / save|ssh|load to 1: {t_a / t_base:.2f}x (target <= 0.5x)")
     print(f"(b) new tag to 8 / (a)'s one copy: {t_b / t_base:.2f}x (target <= 0.2x)")
     print(
         f"    wire bytes per node {min(per_node) / 1e6:.2f}-{worst / 1e6:.2f} MB vs the layer "
-        f"alone compressed -9 {lo / 1e6:.2f} MB .. -1 {hi / 1e6:.2f} MB: "
-        f"{worst / hi:.3f}x of -1, {worst / lo:.3f}x of -9 (target: within 5%)"
+        f"alone compressed at the wire's level -{ZSTD_WIRE_LEVEL} {wl / 1e6:.2f} MB: "
+        f"{worst / wl:.3f}x (target: within 5%); -1 {hi / 1e6:.2f} MB, -9 {lo / 1e6:.2f} MB"
     )
     print(f"(c) re-push when all hold it: {statistics.median(again):.2f} s (target < 2 s)")
-    print(
-        "(d) two storage drivers: not measured here: this machine's Docker is 20.10 (no "
-        "containerd image store); see docs/images.md"
-    )
+    if "skipped" in two_stores:
+        print(f"(d) two storage drivers: NOT measured: {two_stores['skipped']}")
+    else:
+        d = two_stores
+        print(
+            f"(d) two storage drivers, all 8 hold {TAG2} (ids: overlay2 {d['ids'][0][:19]}, "
+            f"containerd store {d['ids'][4][:19]}): push {d['seconds']:.2f} s, {d['rounds']} "
+            f"rounds, actions {d['actions']}, stores {d['stores']}, at most "
+            f"{d['into_link_max'] / 1e3:.0f} kB into any node's link (the probes) (target: "
+            "nothing sent)"
+        )
+        print(f"    engines: node0 {d['info'][0]}; node4 {d['info'][4]}")
 
 
 if __name__ == "__main__":

@@ -122,6 +122,11 @@ for old in "${TMPDIR:-/tmp}"/cluster-image.*."$me"; do
     case $opg in '' | *[!0-9]*) continue ;; esac
     kill -0 "$opg" 2>/dev/null || rm -rf "$old"
 done
+# Hop connections of earlier pushes from this node that are gone (ControlPersist ran out).
+for old in "${TMPDIR:-/tmp}"/cluster-image-cm.*."$me".*; do
+    [ -d "$old" ] && [ ! -S "$old/s" ] || continue
+    [ -n "$(find "$old" -maxdepth 0 -mmin +2 2>/dev/null)" ] && rm -rf "$old"
+done
 
 d=${TMPDIR:-/tmp}/cluster-image.$tag.$me
 if ! mkdir -m 700 "$d" 2>/dev/null; then
@@ -155,11 +160,44 @@ fi
 # times cheaper per byte than OpenSSH's default chacha20-poly1305; chacha20 stays as fallback.
 CIPHERS=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com
 
-hop_ssh() { # HOST PORT USER REMOTE_COMMAND
+# One SSH connection per hop for the whole push: the hop check opens them (every hop at once)
+# and leaves each up for a while (ControlPersist); the round's hop is then one more session on
+# it, not a new connection (no key exchange, no authentication, no sshd re-exec): the chain's
+# hops start one after the other in a fraction of the time. What the connection itself says (a
+# dead link's "Timeout, server ... not responding.") goes to its log (-E), and from there to the
+# hop's stderr. A path too long for a unix socket, or no folder: a plain connection, as before.
+# A round's hop check runs with the round's tag plus `hc` (TAG-r1hc for TAG-r1): both name the
+# same connection, and no other round's (a late end of round 1 never closes round 2's).
+cm_dir() { # NEXT_NAME
+    printf '%s' "${TMPDIR:-/tmp}/cluster-image-cm.${tag%hc}.$me.$1"
+}
+
+hop_ssh() { # NAME HOST PORT USER REMOTE_COMMAND
+    cm=$(cm_dir "$1")
+    # Ours alone: made here 0700, or made by this user and not a link (the hop check's).
+    if [ "${#cm}" -lt 90 ] && { mkdir -m 700 "$cm" 2>/dev/null ||
+        { [ -d "$cm" ] && [ ! -L "$cm" ] && [ -O "$cm" ]; }; }; then
+        off=$(wc -c <"$cm/log" 2>/dev/null || echo 0)
+        ssh -T -o BatchMode=yes -o StrictHostKeyChecking=yes \
+            -o "UserKnownHostsFile=$khfiles" -o "Ciphers=$CIPHERS" \
+            -o "ConnectTimeout=$ct" -o "ServerAliveInterval=$ai" -o "ServerAliveCountMax=$ac" \
+            -o ControlMaster=auto -o "ControlPath=$cm/s" -o ControlPersist=20 -E "$cm/log" \
+            -o LogLevel=ERROR -p "$3" -l "$4" -- "$2" "$5"
+        hrc=$?
+        tail -c "+$((off + 1))" "$cm/log" >&2 2>/dev/null
+        return "$hrc"
+    fi
     ssh -T -o BatchMode=yes -o StrictHostKeyChecking=yes \
         -o "UserKnownHostsFile=$khfiles" -o "Ciphers=$CIPHERS" \
         -o "ConnectTimeout=$ct" -o "ServerAliveInterval=$ai" -o "ServerAliveCountMax=$ac" \
-        -o LogLevel=ERROR -p "$2" -l "$3" -- "$1" "$4"
+        -o LogLevel=ERROR -p "$3" -l "$4" -- "$2" "$5"
+}
+
+# The hop's connection is no longer needed: end it now rather than after ControlPersist.
+hop_close() { # NAME HOST
+    cm=$(cm_dir "$1")
+    [ -S "$cm/s" ] && ssh -o "ControlPath=$cm/s" -O exit -- "$2" >/dev/null 2>&1
+    rm -rf "$cm"
 }
 
 # The command that runs this script in `chain` mode on the next node, for the quints "$@".
@@ -218,7 +256,7 @@ counted() { # FILE: the byte count dd wrote there when it finished
 }
 
 if [ "$mode" = hopcheck ]; then
-    hop_ssh "$3" "$4" "$2" true 2>"$d/hop.err"
+    hop_ssh "$1" "$3" "$4" "$2" true 2>"$d/hop.err"
     rc=$?
     say hopcheck "$me" "$1" "$rc"
     say_lines hoperr "$me" "$d/hop.err"
@@ -238,15 +276,15 @@ if [ "$mode" = source ]; then
         report_progress sending "$cnt_pid" "$raw_pid" &
         rep_pid=$!
         { payload_out 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
-            $TEE "$d/raw" | zstd -1 -T0 -q -c | $TEE "$d/cnt" |
-            hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
+            $TEE "$d/raw" | zstd -3 -T0 -q -c | $TEE "$d/cnt" |
+            hop_ssh "$1" "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
         hop_rc=$?
         wait "$raw_pid" 2>/dev/null
     else
         report_progress sending "$cnt_pid" &
         rep_pid=$!
         { payload_out 2>"$d/save.err"; echo $? >"$d/save.rc"; } |
-            $TEE "$d/cnt" | hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
+            $TEE "$d/cnt" | hop_ssh "$1" "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
         hop_rc=$?
     fi
     wait "$cnt_pid" 2>/dev/null
@@ -260,6 +298,7 @@ if [ "$mode" = source ]; then
     say sent "$me" "${sent:-0}" "${raw:-0}"
     say_lines hoperr "$me" "$d/hop.err"
     say hop "$me" "$next" "$hop_rc"
+    hop_close "$next" "$3"
     say end "$me"
     exit 0
 fi
@@ -288,7 +327,7 @@ load_pid=$!
 
 if [ $# -ge 5 ]; then
     next=$1
-    $TEE "$d/load" "$d/cnt" | hop_ssh "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
+    $TEE "$d/load" "$d/cnt" | hop_ssh "$1" "$3" "$4" "$2" "$(chain_cmd "$@")" 2>"$d/hop.err"
     hop_rc=$?
 else
     next=-
@@ -303,6 +342,7 @@ say recv "$me" "${got:-0}"
 if [ "$next" != - ]; then
     say_lines hoperr "$me" "$d/hop.err"
     say hop "$me" "$next" "$hop_rc"
+    hop_close "$next" "$3"
 fi
 say end "$me"
 exit 0

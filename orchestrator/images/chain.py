@@ -29,10 +29,13 @@ from orchestrator.transport.pipe import Pipe, open_pipe
 
 
 async def _hop_check(
-    ctx: ChainContext, pairs: Sequence[tuple[str, str]]
+    ctx: ChainContext, pairs: Sequence[tuple[str, str]], rnd: int | None = None
 ) -> list[tuple[str, str, str]]:
-    """Can each sender open an SSH session on its receiver? Returns the broken hops."""
-    tag = f"{ctx.tag_base}-hc"
+    """Can each sender open an SSH session on its receiver? Returns the broken hops.
+
+    Each sender leaves its connection up for a while (the chain script's ControlPersist), named
+    after round `rnd`: that round's hop is one more session on it, not a new connection."""
+    tag = f"{ctx.tag_base}-r{rnd}hc" if rnd is not None else f"{ctx.tag_base}-hc"
 
     async def one(pair: tuple[str, str]) -> tuple[str, str, str] | None:
         a, b = pair

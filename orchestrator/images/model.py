@@ -36,6 +36,13 @@ class SourceKind(StrEnum):
     node = "node"  # a node that holds the image (e.g. after `docker pull` on the head)
 
 
+#: The wire's zstd level (controller and node sources alike; the nodes' `zstd -d` reads any).
+#: -3, not -1: 9% fewer bytes on the bench's shared libraries (115 vs 127 MB of 314 MB) for
+#: 1.7x the CPU of -1, which `-T0` spreads over the source's cores; on a link-bound chain the
+#: bytes are the time. `--adapt=min=1,max=9` was tried and lost (docs/images.md).
+ZSTD_WIRE_LEVEL = 3
+
+
 class Source(StrictModel):
     """Where the bytes come from, as the user asked."""
 
@@ -149,6 +156,12 @@ class NodeResult(PushedNode):
     config_digest: str | None = Field(default=None, description="None: the store hides it")
     layers_missing: int | None = Field(default=None, description="layers it lacked at the plan")
     partial: bool | None = Field(default=None, description="sent only what it lacked?")
+    first_byte_s: float | None = Field(
+        default=None, description="push start to its first byte received (1 s resolution)"
+    )
+    last_byte_s: float | None = Field(
+        default=None, description="push start to its last byte received (1 s resolution)"
+    )
 
 
 class RoundReport(PushRound):
@@ -169,6 +182,11 @@ class PushReport(StrictModel):
     rounds: tuple[RoundReport, ...] = ()
     nodes: tuple[NodeResult, ...]
     layer_plan: str | None = Field(default=None, description="what the first round sent")
+    phases: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds from the start at which each step ended: probed, planned, "
+        "hops_checked, source_open (round 1), round_N, verified_N, ready",
+    )
     seconds: float
 
     @property

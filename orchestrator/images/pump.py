@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from orchestrator.images.context import ChainContext
-from orchestrator.images.model import Compression, Source
+from orchestrator.images.model import ZSTD_WIRE_LEVEL, Compression, Source
 from orchestrator.transport.pipe import Pipe
 
 CHUNK = 1 << 20
 PIPE_BYTES = 1 << 20  # F_SETPIPE_SZ for the controller's own pipes
-# zstd -1: the cheapest level. `--adapt` (a higher level while the next hop is slow) was tried
-# and lost: on a CPU-bound chain the next hop is slow *because* its CPU is busy, and a higher
-# level takes more of it (issue 30's bench: 0.80x with --adapt under a load of 15 on 2 cores).
-ZSTD_LEVEL = ("-1",)
+# A fixed level (model.ZSTD_WIRE_LEVEL). `--adapt` (a higher level while the next hop is slow)
+# was tried and lost: on a CPU-bound chain the next hop is slow *because* its CPU is busy, and a
+# higher level takes more of it (issue 30's bench: 0.80x with --adapt under a load of 15).
+ZSTD_LEVEL = (f"-{ZSTD_WIRE_LEVEL}",)
 
 
 class _Progress:
@@ -72,7 +72,7 @@ def _os_pipe() -> tuple[int, int]:
 
 
 async def _start_zstd() -> tuple[asyncio.subprocess.Process, int, int]:
-    """`zstd -1 -T0` between two pipes we own: returns it, the fd to feed, the fd to read."""
+    """`zstd -3 -T0` between two pipes we own: returns it, the fd to feed, the fd to read."""
     in_r, in_w = _os_pipe()
     out_r, out_w = _os_pipe()
     try:

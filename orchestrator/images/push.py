@@ -38,10 +38,11 @@ from orchestrator.images.nodes import gather_states, run_bounded, with_held_laye
 from orchestrator.images.plan import choose_mode, compression_pays, plan_push
 from orchestrator.images.pump import _Stream
 from orchestrator.images.readiness import probe_exec_ready
-from orchestrator.images.rounds import judge_round, next_round
+from orchestrator.images.rounds import byte_times, judge_round, next_round
 from orchestrator.images.source import _open_source, _read_upto, _zstd_size, resolve_source
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.push import Mode
+from orchestrator.probes.exec_ready import ExecReadiness
 from orchestrator.probes.image import (
     ImageIdentity,
     ImageStoreKind,
@@ -86,6 +87,11 @@ async def _push(
     started: float,
     transports: dict[str, Transport],
 ) -> PushReport:
+    phases: dict[str, float] = {}
+
+    def mark(what: str) -> None:
+        phases[what] = round(time.monotonic() - started, 3)
+
     states = await gather_states(
         inventory, reference, transports, timeout_s=max(10.0, options.connect_timeout_s * 2)
     )
@@ -98,6 +104,7 @@ async def _push(
             src.identity,
             timeout_s=max(10.0, options.connect_timeout_s * 2),
         )
+    mark("probed")
     plan = plan_push(
         reference,
         src,
@@ -107,6 +114,7 @@ async def _push(
         compress=options.compress,
     )
     emit(PushEvent("plan", plan=plan))
+    mark("planned")
     by_state = {s.node: s for s in states}
     stores = {s.node: (s.store.kind if s.store else ImageStoreKind.unknown) for s in states}
     rows: dict[str, dict[str, Any]] = {}
@@ -146,17 +154,6 @@ async def _push(
         pairs = list(itertools.pairwise(chain_nodes))
         local = inventory.connection is Connection.local
         needs_check = options.mode != "fanout" and not local and pairs
-        broken = await _hop_check(ctx, pairs) if needs_check else []
-        missing_ssh = [(a, b, "no ssh client there") for a, b in pairs if not _has_ssh(by_state[a])]
-        mode, why = choose_mode(options.mode, local=local, broken_hops=broken + missing_ssh)
-        if mode is Mode.chain and len(targets) == 1 and round_source.kind is not SourceKind.node:
-            why = "one node: a single stream from the controller"
-        first_mode = first_mode or (mode, why)
-        emit(
-            PushEvent(
-                "round", round=rnd, text=f"{round_source.label()} -> {', '.join(targets)}: {why}"
-            )
-        )
         stream: _Stream | None = None
         ctx.drop = ()
         if round_source.kind is not SourceKind.node and src.layers:
@@ -168,15 +165,42 @@ async def _push(
         report_fd, report_path = tempfile.mkstemp(prefix="cluster-image-layers.", suffix=".json")
         os.close(report_fd)
         ctx.filter_report = Path(report_path)
-        if not (round_source.kind is SourceKind.node and mode is Mode.chain):
+
+        # The hop check and the source's start (with round 1's compression sample) at once.
+        checked, opened_source = await asyncio.gather(
+            _hop_check(ctx, pairs, rnd) if needs_check else _none_broken(),
+            _open_round_source(
+                ctx,
+                round_source,
+                sample=rnd == 1 and options.compress == "auto",
+                compression=compression,
+                reason=compression_reason,
+            ),
+            return_exceptions=True,
+        )
+        if isinstance(opened_source, BaseException):
+            raise opened_source
+        stream, compression, compression_reason = opened_source
+        if isinstance(checked, BaseException):
+            if stream is not None:
+                stream.kill()
+                stream.close()
+            raise checked
+        broken = checked
+        mark(f"hops_checked_{rnd}")
+        missing_ssh = [(a, b, "no ssh client there") for a, b in pairs if not _has_ssh(by_state[a])]
+        mode, why = choose_mode(options.mode, local=local, broken_hops=broken + missing_ssh)
+        if mode is Mode.chain and len(targets) == 1 and round_source.kind is not SourceKind.node:
+            why = "one node: a single stream from the controller"
+        first_mode = first_mode or (mode, why)
+        emit(
+            PushEvent(
+                "round", round=rnd, text=f"{round_source.label()} -> {', '.join(targets)}: {why}"
+            )
+        )
+        if stream is None and mode is not Mode.chain:  # a node source, fanned out
             stream = await _open_source(ctx, round_source)
-            if rnd == 1 and compression is Compression.zstd and options.compress == "auto":
-                stream.head = await asyncio.to_thread(_read_upto, stream.fd, SAMPLE_BYTES)
-                pays, reason = compression_pays(len(stream.head), await _zstd_size(stream.head))
-                if not pays:
-                    compression, compression_reason = Compression.none, reason
-                else:
-                    compression_reason = reason
+        mark(f"source_open_{rnd}")
         for t in targets:
             sends[t] = sends.get(t, 0) + 1
         log, prog = await _run_round(
@@ -185,13 +209,19 @@ async def _push(
         kept, dropped = _filter_report(ctx.filter_report) if ctx.drop else (None, None)
         with contextlib.suppress(OSError):
             os.unlink(report_path)
+        mark(f"round_{rnd}")
         outcomes = judge_round(targets, log, upstream_label=round_source.label())
         unfinished = [o.node for o in outcomes if not o.ended]
         tag = f"{ctx.tag_base}-r{rnd}"
-        _, checks = await asyncio.gather(
+        # The exec-readiness probe of the nodes whose load succeeded runs beside their re-probe,
+        # not after it; a node the re-probe does not verify has its probe thrown away.
+        said_loaded = [o.node for o in outcomes if o.status is HopStatus.loaded]
+        _, checks, early = await asyncio.gather(
             _cleanup(ctx, tag, unfinished),
             _verify(ctx, targets, src.identity, stores),
+            _probe_ready(ctx, said_loaded) if options.probe else _no_readiness(),
         )
+        mark(f"verified_{rnd}")
         rounds.append(
             RoundReport(
                 round=rnd,
@@ -211,16 +241,21 @@ async def _push(
         for o in outcomes:
             ok, evidence, short, image_id = checks[o.node]
             row = rows[o.node]
+            first_byte, last_byte = byte_times(log, o.node)
             row.update(
                 sends=sends[o.node],
                 sent_from=round_source.label(),
                 received_bytes=o.received,
+                first_byte_s=first_byte,
+                last_byte_s=last_byte,
             )
             if ok:
                 config = image_id if stores.get(o.node) is ImageStoreKind.graphdriver else None
                 row.update(image_id=image_id, config_digest=config)
             if ok and o.status is HopStatus.loaded:
                 verified.add(o.node)
+                if o.node in early:
+                    row["probe"] = early[o.node]
                 row.update(
                     action=NodeAction.loaded,
                     verified=True,
@@ -272,7 +307,7 @@ async def _push(
             )
     # Exec-readiness on every node that loaded in this push.
     wanted = (NodeAction.loaded, NodeAction.skipped) if options.probe_all else (NodeAction.loaded,)
-    loaded = [name for name, r in rows.items() if r.get("action") in wanted]
+    loaded = [name for name, r in rows.items() if r.get("action") in wanted and "probe" not in r]
     if options.probe and loaded:
         results = await probe_exec_ready(
             inventory,
@@ -285,6 +320,7 @@ async def _push(
         )
         for readiness in results:
             rows[readiness.node]["probe"] = readiness
+        mark("ready")
     results_rows = []
     for node in inventory.nodes:
         row = rows[node.name]
@@ -305,7 +341,52 @@ async def _push(
         nodes=tuple(results_rows),
         seconds=round(time.monotonic() - started, 3),
         layer_plan=plan.layers.summary() if plan.layers else None,
+        phases=phases,
     )
+
+
+async def _none_broken() -> list[tuple[str, str, str]]:
+    return []
+
+
+async def _no_readiness() -> dict[str, ExecReadiness]:
+    return {}
+
+
+async def _probe_ready(ctx: ChainContext, names: Sequence[str]) -> dict[str, ExecReadiness]:
+    """The exec-readiness probe on `names` (reported as each answers), by node."""
+    if not names:
+        return {}
+    results = await probe_exec_ready(
+        ctx.inventory,
+        ctx.reference,
+        names=names,
+        window_s=ctx.options.ready_window_s,
+        command=ctx.options.ready_command,
+        transports=ctx.transports,
+        on_result=lambda r: ctx.emit(PushEvent("probe", node=r.node, ok=r.ready, readiness=r)),
+    )
+    return {r.node: r for r in results}
+
+
+async def _open_round_source(
+    ctx: ChainContext, source: Source, *, sample: bool, compression: Compression, reason: str
+) -> tuple[_Stream | None, Compression, str]:
+    """The controller's or the archive's stream (None for a node source) and, when `sample`
+    and zstd is planned, whether zstd pays on its first 16 MiB (kept, sent first)."""
+    if source.kind is SourceKind.node:
+        return None, compression, reason
+    stream = await _open_source(ctx, source)
+    if not (sample and compression is Compression.zstd):
+        return stream, compression, reason
+    try:
+        stream.head = await asyncio.to_thread(_read_upto, stream.fd, SAMPLE_BYTES)
+        pays, why = compression_pays(len(stream.head), await _zstd_size(stream.head))
+    except BaseException:
+        stream.kill()
+        stream.close()
+        raise
+    return stream, (Compression.zstd if pays else Compression.none), why
 
 
 def _has_ssh(state: NodeState) -> bool:

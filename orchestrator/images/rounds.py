@@ -204,3 +204,21 @@ def next_round(
         return upstream[-1], todo
     anywhere = [n for n in order if n in verified]
     return (anywhere[0] if anywhere else None), todo
+
+
+def byte_times(log: RoundLog, node: str) -> tuple[float | None, float | None]:
+    """When `node` reported its first byte received and when it first reported its final count
+    (seconds from the push's start; its counter reports once a second, so to about 1 s)."""
+    counts = [
+        (at, n)
+        for at, ev in log.events
+        if ev.node == node and ev.event in ("progress", "recv") and ev.fields
+        for n in [_safe_int(ev.fields[0])]
+        if n is not None
+    ]
+    first = next((at for at, n in counts if n > 0), None)
+    if not counts:
+        return first, None
+    final = max(n for _, n in counts)
+    last = next((at for at, n in counts if n == final), None)
+    return first, (last if final > 0 else None)

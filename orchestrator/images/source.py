@@ -14,7 +14,7 @@ from orchestrator.errors import ClusterError, ImageError
 from orchestrator.images import layer_filter
 from orchestrator.images.archive import read_archive
 from orchestrator.images.context import ChainContext
-from orchestrator.images.model import NodeState, Source, SourceImage, SourceKind
+from orchestrator.images.model import ZSTD_WIRE_LEVEL, NodeState, Source, SourceImage, SourceKind
 from orchestrator.images.pump import CHUNK, _open_stream, _spawn_stream, _Stream
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import identity_of, image_inspect_probe, image_store_probe
@@ -178,5 +178,5 @@ def _read_upto(fd: int, n: int) -> bytes:
 
 
 async def _zstd_size(data: bytes) -> int:
-    rc, out = await _local(["zstd", "-1", "-q", "-c"], data)
+    rc, out = await _local(["zstd", f"-{ZSTD_WIRE_LEVEL}", "-q", "-c"], data)
     return len(out) if rc == 0 else 0

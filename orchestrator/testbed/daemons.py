@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from .dockerd import DockerdMixin
 from .errors import TestbedError
@@ -105,3 +108,23 @@ class DaemonsMixin(SshdMixin, DockerdMixin):
     def restart_daemon(self, node: int | str | Node, which: str) -> int:
         self.stop_daemon(node, which)
         return self.start_daemon(node, which)
+
+    def switch_engine(
+        self,
+        node: int | str | Node,
+        root: Path | str | None,
+        daemon_json: dict[str, Any] | None = None,
+        *,
+        timeout: float = 90,
+    ) -> None:
+        """Restart a node's containerd and dockerd on another engine (`set_engine`: None is the
+        system's), with `daemon_json` as its /etc/docker/daemon.json (None: left as it is),
+        e.g. `{"features": {"containerd-snapshotter": True}}` for the containerd image store.
+        What its previous store held stays on disk, out of sight of the other store."""
+        nd = self.node(node)
+        self.stop_daemon(nd, "dockerd")
+        self.stop_daemon(nd, "containerd")
+        self.set_engine(nd, root)
+        if daemon_json is not None:
+            (nd.etc_docker / "daemon.json").write_text(json.dumps(daemon_json, indent=1))
+        self.start_daemon(nd, "dockerd", timeout=timeout)

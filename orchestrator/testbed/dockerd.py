@@ -9,16 +9,70 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .constants import DAEMON_ENV, REAL_DOCKER
+from .constants import DAEMON_ENV, NODE_PATH_TAIL, REAL_DOCKER
 from .core import TestbedCore
 from .errors import TestbedError
 from .node import Node
 from .processes import _run, _spawn
 
+#: Where `.ci/system-deps.sh` unpacks (`dpkg -x`, not installed) Debian trixie's docker.io 26
+#: and containerd 1.7, for nodes on another Docker than the system's 20.10 (the containerd
+#: image store needs Docker >= 24). runc stays the system's (trixie's needs glibc 2.38).
+TRIXIE_ENGINE = Path("/opt/docker-trixie")
+
+
+def engine_binaries(root: Path) -> tuple[Path, Path]:
+    """(containerd, dockerd) of an engine unpacked under `root` (a Debian package layout)."""
+    return root / "usr" / "bin" / "containerd", root / "usr" / "sbin" / "dockerd"
+
 
 class DockerdMixin(TestbedCore):
     """Each node's containerd + dockerd (config, launch), `docker` from the controller, and
-    `docker run` flags for slow disk reads and memory limits."""
+    `docker run` flags for slow disk reads and memory limits.
+
+    By default every node runs the system's containerd and dockerd (Debian bookworm: 20.10,
+    overlay2). `set_engine(node, root)` makes one node run another engine's binaries (e.g.
+    `TRIXIE_ENGINE`) from its next daemon start on; its /etc/docker/daemon.json (the node's
+    own, `Node.etc_docker`) can then turn on the containerd image store
+    (`{"features": {"containerd-snapshotter": true}}`)."""
+
+    def _engine_file(self, nd: Node) -> Path:
+        return nd.dir / "engine"
+
+    def engine(self, node: int | str | Node) -> Path | None:
+        """The root of the engine a node's daemons run from; None: the system's."""
+        try:
+            text = self._engine_file(self.node(node)).read_text().strip()
+        except FileNotFoundError:
+            return None
+        return Path(text) if text else None
+
+    def set_engine(self, node: int | str | Node, root: Path | str | None) -> None:
+        """Run this node's containerd and dockerd from the binaries under `root` (None: the
+        system's) from their next start on (`restart_daemon`). Refused when they are absent."""
+        nd = self.node(node)
+        f = self._engine_file(nd)
+        if root is None:
+            f.unlink(missing_ok=True)
+            return
+        root = Path(root)
+        for binary in engine_binaries(root):
+            if not os.access(binary, os.X_OK):
+                raise TestbedError(
+                    f"{nd.name}: no engine under {root}: {binary} is missing "
+                    "(.ci/system-deps.sh unpacks Debian trixie's docker.io and containerd there)"
+                )
+        f.write_text(f"{root}\n")
+
+    def _engine_argv(self, nd: Node, which: str) -> list[str]:
+        """The daemon's binary (and, for another engine, a PATH where its containerd finds its
+        own shim first, then the system's runc)."""
+        root = self.engine(nd)
+        if root is None:
+            return [which]
+        containerd, dockerd = engine_binaries(root)
+        path = f"PATH={root / 'usr' / 'bin'}:{NODE_PATH_TAIL}"
+        return ["env", path, str(containerd if which == "containerd" else dockerd)]
 
     def _containerd_config(self, nd: Node) -> str:
         c = nd.containerd_dir
@@ -52,7 +106,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
             "nsenter",
             f"--net={nd.netns_path}",
             "--",
-            "containerd",
+            *self._engine_argv(nd, "containerd"),
             "--config",
             str(nd.containerd_dir / "config.toml"),
         ]
@@ -63,7 +117,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
             "nsenter",
             f"--net={nd.netns_path}",
             "--",
-            "dockerd",
+            *self._engine_argv(nd, "dockerd"),
             f"--containerd={nd.containerd_sock}",
             "--bridge=none",
             "--iptables=false",

@@ -271,7 +271,7 @@ class _Push:
         source = Source(kind=ImageSourceKind.node, node=src_node) if src_node else Source()
         label = f"node {src_node}" if src_node else "the controller"
         chain_nodes = [*([src_node] if src_node else []), *nodes]
-        broken = await _hop_check(self.ctx, list(itertools.pairwise(chain_nodes)))
+        broken = await _hop_check(self.ctx, list(itertools.pairwise(chain_nodes)), rnd)
         mode, why = choose_mode("auto", local=False, broken_hops=broken)
         if mode is Mode.fanout and src_node:  # a node source only feeds a chain
             source, label, src_node = Source(), "the controller", None

@@ -25,6 +25,7 @@ import pytest
 
 from orchestrator.images import chain_script
 from orchestrator.testbed import REAL_DOCKER, Testbed
+from orchestrator.testbed.dockerd import TRIXIE_ENGINE, engine_binaries
 
 pytestmark = pytest.mark.netns
 CLUSTER = [sys.executable, "-m", "orchestrator.cli"]
@@ -494,3 +495,105 @@ def test_when_a_node_cannot_reach_the_next_over_ssh_the_push_fans_out_and_says_s
     assert "ctb-node2 cannot reach ctb-node3 over SSH" in report["mode_reason"]
     assert "Permission denied" in report["mode_reason"]
     assert all(n["action"] == "loaded" and n["verified"] for n in report["nodes"])
+
+
+# -- two storage drivers (issue 30 (d)) ----------------------------------------------------------
+
+CONTAINERD_STORE = {"features": {"containerd-snapshotter": True}}
+
+
+def _require_second_engine() -> None:
+    """Debian trixie's docker.io 26 + containerd 1.7, unpacked by .ci/system-deps.sh: without
+    them the containerd image store cannot run here, and that is not a pass."""
+    missing = [str(b) for b in engine_binaries(TRIXIE_ENGINE) if not os.access(b, os.X_OK)]
+    if not missing:
+        return
+    reason = (
+        f"no second Docker engine: {', '.join(missing)} missing (.ci/system-deps.sh unpacks "
+        "Debian trixie's docker.io and containerd there)"
+    )
+    if os.environ.get("CI") == "true" and os.geteuid() == 0:
+        pytest.fail(f"CI=true and root, so this is a failure, not a skip: {reason}", pytrace=False)
+    pytest.skip(f"!!! NOT RUN (this is not a pass): {reason} !!!")
+
+
+@pytest.fixture
+def three_on_the_containerd_store(clean_testbed: Testbed) -> Iterator[tuple[int, ...]]:
+    """Nodes 5-7 on Docker 26 with the containerd image store (the others: 20.10, overlay2);
+    back on the system's engine and their own daemon.json afterwards, pass or fail."""
+    _require_second_engine()
+    tb = clean_testbed
+    nodes = (5, 6, 7)
+    saved = {}
+    for k in nodes:
+        f = tb.node(k).etc_docker / "daemon.json"
+        saved[k] = f.read_text() if f.exists() else None
+    try:
+        threads = [
+            threading.Thread(target=tb.switch_engine, args=(k, TRIXIE_ENGINE, CONTAINERD_STORE))
+            for k in nodes
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        for k in nodes:
+            info = tb.docker(k, "info", "-f", "{{.ServerVersion}} {{json .DriverStatus}}").stdout
+            assert "io.containerd.snapshotter.v1" in info, info
+        yield nodes
+    finally:
+        for k in nodes:
+            tb.stop_daemon(k, "dockerd")
+            f = tb.node(k).etc_docker / "daemon.json"
+            if saved[k] is None:
+                f.unlink(missing_ok=True)
+            else:
+                f.write_text(saved[k])
+        for k in nodes:
+            tb.switch_engine(k, None)
+
+
+def test_nodes_on_two_storage_drivers_holding_the_same_image_are_sent_nothing(
+    clean_testbed, push_image, three_on_the_containerd_store
+):
+    tb = clean_testbed
+    cs = three_on_the_containerd_store
+    remove_everywhere(tb)
+    env = {"DOCKER_HOST": push_image.controller_docker_host}
+    inv = str(tb.inventory)
+    code, out, err, _ = cluster("image", "status", TAG, "-i", inv, "--json", env=env)
+    assert code == 0, err
+    for n in json.loads(out)["nodes"]:
+        k = int(n["node"].removeprefix("ctb-node"))
+        if k in cs:
+            assert n["store"] == "containerd" and n["partial"] is False, n
+        else:
+            assert n["driver"] == "overlay2" and n["store"] == "graphdriver", n
+        assert not n["present"]
+    # The whole image to all eight: the containerd-store nodes load Docker 20.10's archive.
+    code, out, err, _ = cluster("image", "push", TAG, "-i", inv, "--json", env=env)
+    assert code == 0, err
+    by = rows(json.loads(out))
+    for k in range(8):
+        row = by[f"ctb-node{k}"]
+        assert row["action"] == "loaded" and row["verified"] and row["probe"]["ready"], row
+    ids = {
+        k: tb.docker(k, "image", "inspect", "-f", "{{.Id}}", TAG).stdout.strip() for k in range(8)
+    }
+    # The Ids differ between the stores (config digest vs manifest digest, sparkrun#152) ...
+    assert len({ids[k] for k in cs}) == 1 and len({ids[k] for k in range(5)}) == 1
+    assert ids[cs[0]] != ids[0]
+    # ... and still nothing is sent: every node holds it, compared by content.
+    before = {k: _rx_bytes(tb, k) for k in range(8)}
+    code, out, err, _ = cluster("image", "push", TAG, "-i", inv, "--json", env=env)
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["rounds"] == [] and again["mode"] is None
+    assert {n["action"] for n in again["nodes"]} == {"skipped"}
+    for k in range(8):  # probing only: a few KiB of SSH each, not the image
+        assert _rx_bytes(tb, k) - before[k] < 256 << 10
+    # `image status` agrees: present everywhere, nothing missing.
+    code, out, err, _ = cluster("image", "status", TAG, "-i", inv, "--json", env=env)
+    assert code == 0, err
+    for n in json.loads(out)["nodes"]:
+        assert n["present"] and n["layers_missing"] == 0, n

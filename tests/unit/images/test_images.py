@@ -508,7 +508,7 @@ esac
 FAKE_SSH = r"""#!/bin/sh
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o|-p|-l|-i) shift 2 ;;
+    -o|-p|-l|-i|-E) shift 2 ;;
     -T) shift ;;
     --) shift; break ;;
     *) break ;;
@@ -673,3 +673,23 @@ def test_the_chain_script_is_static_text_that_dash_accepts() -> None:
     script = chain_script()
     assert subprocess.run(["sh", "-n", "-c", script], capture_output=True).returncode == 0
     assert "{" + "}" not in script and "%(" not in script  # nothing to format into it
+
+
+def test_byte_times_are_the_first_byte_and_the_first_report_of_the_final_count() -> None:
+    from orchestrator.images.rounds import byte_times
+
+    log = RoundLog()
+    for at, line in (
+        (1.0, "@@cluster-image start n1 77"),
+        (1.2, "@@cluster-image progress n1 0"),
+        (2.3, "@@cluster-image progress n1 4096"),
+        (3.1, "@@cluster-image progress n2 100"),
+        (3.4, "@@cluster-image progress n1 9000"),
+        (9.0, "@@cluster-image recv n1 9000"),
+    ):
+        ev = parse_chain_line(line)
+        assert ev is not None
+        log.events.append((at, ev))
+    assert byte_times(log, "n1") == (2.3, 3.4)
+    assert byte_times(log, "n2") == (3.1, 3.1)
+    assert byte_times(log, "n3") == (None, None)
