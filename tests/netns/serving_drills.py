@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from orchestrator.paths import builtin_recipes_dir
+from orchestrator.testbed import Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import RECIPE, BootProc, line_time, lines_of, preserved
 
@@ -117,6 +118,18 @@ def end_watch(
     if supervise is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             supervise.wait(timeout=10)
+
+
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "kB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def container_memory(tb: Testbed, rank: int, name: str) -> int:
+    """Bytes the container's memory cgroup holds now (`docker stats`, from its node's dockerd)."""
+    shown = tb.docker(rank, "stats", "--no-stream", "--format", "{{.MemUsage}}", name)
+    used = shown.stdout.split("/")[0].strip()  # "1.2GiB / 22.9GiB"
+    m = re.fullmatch(r"([\d.]+)\s*([A-Za-z]+)", used)
+    assert m and m.group(2) in _UNITS, shown.stdout
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
 
 
 def start_supervise(state: Path, run: Path, out: Path) -> subprocess.Popen[bytes]:

@@ -44,6 +44,7 @@ from tests.netns import test_boot_netns
 from tests.netns.serving_drills import (
     HEAD,
     alive,
+    container_memory,
     docker_time,
     drill_recipe,
     end_watch,
@@ -364,3 +365,8 @@ def test_a_leak_in_a_ranks_container_is_warned_about_with_its_rate_before_the_fl
     assert lead > 0, (warned, low)
     status = boot.status() or {}
     assert any(w["watcher"] == "leak" for w in status["warnings"]), status["warnings"]
+    # The pages are real and in the leaking rank's container alone (its memory cgroup), not a
+    # modelled reading: the others hold what a serving twin holds.
+    held = {k: container_memory(testbed, k, container_name(boot.id, k)) for k in range(RANKS)}
+    assert held[LEAKS] >= 1e9, held  # ~100 MB/s for 20 s and more by now
+    assert all(v < 0.5e9 for k, v in held.items() if k != LEAKS), held
