@@ -175,7 +175,8 @@ cm_dir() { # NEXT_NAME
 hop_ssh() { # NAME HOST PORT USER REMOTE_COMMAND
     cm=$(cm_dir "$1")
     # Ours alone: made here 0700, or made by this user and not a link (the hop check's).
-    if [ "${#cm}" -lt 90 ] && { mkdir -m 700 "$cm" 2>/dev/null ||
+    # (OpenSSH binds "$cm/s.<16 hex>" first: 108 bytes of sun_path, so at most 88 here.)
+    if [ "${#cm}" -le 88 ] && { mkdir -m 700 "$cm" 2>/dev/null ||
         { [ -d "$cm" ] && [ ! -L "$cm" ] && [ -O "$cm" ]; }; }; then
         off=$(wc -c <"$cm/log" 2>/dev/null || echo 0)
         ssh -T -o BatchMode=yes -o StrictHostKeyChecking=yes \

@@ -8,8 +8,9 @@ one graph driver and one containerd store, agree on it where their image Ids do 
 One stream feeds the whole chain, so it carries the union of what the round's targets lack; a
 node that already holds some of those layers lets `docker load` skip them (no import, only the
 bytes pass by). A target whose daemon cannot take a partial archive (the containerd image store:
-not verified here; a daemon whose layers could not be listed) counts as lacking every layer:
-the stream is then the whole image, and the plan says so and why."""
+Docker 26.1.5 refuses one, `failed to resolve layers: layer "<v1 id>/layer.tar" not found`; a
+daemon whose layers could not be listed) counts as lacking every layer: the stream is then the
+whole image, and the plan says so and why."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class LayerPlan(StrictModel):
 def whole_reason(store: ImageStoreKind, held: HeldLayers | None) -> str | None:
     """Why a node must get the whole image, or None when it may get only what it lacks."""
     if store is ImageStoreKind.containerd:
-        return "the containerd image store: a partial docker load is not verified there"
+        return "the containerd image store: its docker load refuses a partial archive"
     if store is not ImageStoreKind.graphdriver:
         return "its image store is unknown"
     if held is None:

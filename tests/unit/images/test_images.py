@@ -14,7 +14,9 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -508,7 +510,8 @@ esac
 FAKE_SSH = r"""#!/bin/sh
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o|-p|-l|-i|-E) shift 2 ;;
+    -o) case "$2" in ControlPath=*) echo "$2" >> "$FAKE_DIR/ssh.opts" ;; esac; shift 2 ;;
+    -p|-l|-i|-E) shift 2 ;;
     -T) shift ;;
     --) shift; break ;;
     *) break ;;
@@ -521,7 +524,7 @@ FAKE_NODE=$host exec sh -c "$*"
 
 
 @pytest.fixture
-def fake_nodes(tmp_path: Path) -> dict[str, str]:
+def fake_nodes(tmp_path: Path) -> Iterator[dict[str, str]]:
     if shutil.which("zstd") is None:
         pytest.skip("zstd is not installed here")
     bin_dir = tmp_path / "bin"
@@ -538,15 +541,17 @@ def fake_nodes(tmp_path: Path) -> dict[str, str]:
         )
         * 2
     )
-    work = tmp_path / "work"
-    work.mkdir()
-    return {
+    # TMPDIR short, as on a node (/tmp): a hop's connection socket lives under it.
+    work = Path(tempfile.mkdtemp(prefix="ctw", dir="/tmp"))
+    (tmp_path / "work").symlink_to(work)
+    yield {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "FAKE_DIR": str(tmp_path),
         "FAKE_IMAGE": str(image),
         "TMPDIR": str(work),
         "HOME": str(tmp_path),
     }
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def quint(name: str) -> list[str]:
@@ -586,8 +591,15 @@ def test_the_chain_script_feeds_every_nodes_load_and_forwards_the_same_bytes(
     assert [o.status for o in outcomes] == [HopStatus.loaded] * 3
     assert [o.received for o in outcomes] == [len(wire)] * 3
     assert (tmp_path / "ssh.log").read_text().split() == ["n2", "n3"]
+    # Each hop is a session on the connection its round's hop check left up (named after the
+    # round, not the push), in a folder of its own that the node removes when its hop ends.
+    work = fake_nodes["TMPDIR"]
+    assert (tmp_path / "ssh.opts").read_text().split() == [
+        f"ControlPath={work}/cluster-image-cm.t1-r1.n1.n2/s",
+        f"ControlPath={work}/cluster-image-cm.t1-r1.n2.n3/s",
+    ]
     assert not list(tmp_path.rglob("pwned*"))  # every value stayed a value
-    assert list((tmp_path / "work").iterdir()) == []  # work folders removed
+    assert list((tmp_path / "work").iterdir()) == []  # work folders (and hop folders) removed
 
 
 def test_the_chain_script_reports_an_unpack_error_and_keeps_forwarding(
