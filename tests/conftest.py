@@ -41,7 +41,6 @@ SECOND_TESTBED = frozenset(
         "test_slow_shell_netns.py",
         "test_start_cut_netns.py",
         "test_status_netns.py",
-        "test_weights_netns.py",
     }
 )
 BUILTIN_CLUSTER_WORDS = (b"builtin_simulated_inventory", b"127.0.0.10")

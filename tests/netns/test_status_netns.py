@@ -103,11 +103,11 @@ class Tmux:
         subprocess.run([*self.base, "kill-server"], check=False, timeout=10)
 
 
-def rank_rows(screen: str) -> dict[int, str]:
-    """The table's rank rows: `<rank>  <node> ...` under a `ctb-node*` node header (the table
-    shortens node names by their common prefix, `docs/operating.md`), borders or not."""
+def rank_rows(screen: str, prefix: str) -> dict[int, str]:
+    """The table's rank rows: `<rank>  <node> ...` under a `<prefix>-node*` node header (the
+    table shortens node names by their common prefix, `docs/operating.md`), borders or not."""
     found: dict[int, str] = {}
-    if "ctb-node*" not in screen:
+    if f"{prefix}-node*" not in screen:
         return found
     for line in screen.splitlines():
         m = re.match(r"^\W*(\d)\s*\W?\s*(\d)\s+[a-z]", line)
@@ -146,13 +146,13 @@ def test_during_a_boot_status_from_a_second_process_shows_all_eight_ranks_progre
         screens = [
             wait_for(
                 "8 rank rows in the pane",
-                lambda: len(rank_rows(tmux.capture())) == RANKS and tmux.capture(),
+                lambda: len(rank_rows(tmux.capture(), testbed.prefix)) == RANKS and tmux.capture(),
                 60,
             )
         ]
         time.sleep(3)
         screens.append(tmux.capture())
-        before, after = rank_rows(screens[0]), rank_rows(screens[1])
+        before, after = rank_rows(screens[0], testbed.prefix), rank_rows(screens[1], testbed.prefix)
         assert sorted(after) == list(range(RANKS)), screens[1]
         assert before != after, "the rows did not change in 3 s:\n" + screens[1]
         assert boot.id in screens[1]
