@@ -59,6 +59,9 @@ def main() -> int:
             f"{r['confidence'] or '-'}"
         )
         print(f"    {r['headline']}")
+        print(f"    {r['title']}")
+        if r.get("logs_alone"):
+            print(f"    by the logs alone: {r['logs_alone']}")
     boots = [r["boot_s"] for r in rows]
     if boots:
         print(

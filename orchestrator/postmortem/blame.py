@@ -20,7 +20,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.models.run import Outcome
+from orchestrator.dialects.base import PHASE_OF
+from orchestrator.models.run import Outcome, RankPhase
 from orchestrator.postmortem.exit_rules import earliest, exit_evidence
 from orchestrator.postmortem.families import Family, Raised, classify, exception_of
 from orchestrator.postmortem.measured import SAMPLE_EVERY_S, Mark, Measured
@@ -637,6 +638,35 @@ def from_measured(
         evidence=evidence + ([r.last_line] if r.last_line else []),
         brief=True,
         printed=False,
+    )
+
+
+_NOT_A_DEADLINE = ("READY", "SMOKE_FAILED", "INTERRUPTED", "STOPPED")
+_SERVING = frozenset(m.value for m, phase in PHASE_OF.items() if phase is RankPhase.serving)
+
+
+def served_after_the_end(
+    measured: Measured | None, ranks: Sequence[RankFacts], verdict: Mapping[str, object] | None
+) -> str | None:
+    """A boot the supervisor ended on a deadline (READY_TIMEOUT) whose ranks reached serving
+    only afterwards, while their logs were being saved, was not ready: the note saying so,
+    else None. (Seen on the netns testbed: a vLLM rank started 15 s late spent the ready
+    deadline, and the head came up 4 s after it expired; the logs alone called it `ready`.)"""
+    outcome = str((verdict or {}).get("outcome") or "").upper()
+    if measured is None or measured.decided is None or not outcome or outcome in _NOT_A_DEADLINE:
+        return None
+    serving = [ev for r in ranks for name, ev in r.markers.items() if name in _SERVING]
+    if not serving or any(ev.ts is None for ev in serving):
+        return None  # no line to time: the logs' answer stands
+    first = min(serving, key=lambda ev: ev.ts or 0.0)
+    ended = measured.decided.ts
+    if first.ts is None or first.ts <= ended:
+        return None
+    return (
+        f"rank {first.rank} reached serving at {clock(first.ts)} ({first.file}:{first.line}), "
+        f"{first.ts - ended:.0f} s after the supervisor ended the boot with {outcome} at "
+        f"{clock(ended)} ({measured.decided.file}:{measured.decided.line}): too late for the "
+        "boot, which is not counted as ready"
     )
 
 

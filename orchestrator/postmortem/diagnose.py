@@ -24,6 +24,7 @@ from orchestrator.postmortem.blame import (
     from_measured,
     from_supervisor,
     nccl_only_up,
+    served_after_the_end,
     weigh_measured,
 )
 from orchestrator.postmortem.calibration import load_calibration
@@ -146,6 +147,10 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         or (nccl_only_up(ranks) and not any(r.engine or "server_args" in r.markers for r in ranks))
     )
     notes = list(run.notes)
+    too_late = served_after_the_end(run.measured, ranks, verdict) if ready else None
+    if too_late is not None:  # the supervisor had ended the boot on its deadline by then
+        ready = False
+        notes.append(too_late)
     if run.stopped_at is not None:
         notes.append(
             f"`cluster stop` began at {clock(run.stopped_at)}"
@@ -158,7 +163,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         )
     if root is None and not ready:
         root = from_hang(ranks) or from_laggard(run, ranks) or from_supervisor(verdict, by_rank)
-        if root is None and ranks:
+        if root is None and ranks and too_late is None:
             furthest = max((r.phase for r in ranks), key=PHASES.index)
             notes.append(
                 f"no failure signature matched and no rank reached serving (furthest: {furthest}); "

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import ConfigDict
 
 from orchestrator.models.base import StrictModel
-from orchestrator.models.events import Record, WatcherWarning
+from orchestrator.models.events import Record, VerdictRecord, WatcherWarning
 from orchestrator.models.run import NodeBack, NodeLost, RankStarted
 
 SAMPLE_EVERY_S = 2.0
@@ -96,6 +96,9 @@ class Measured(StrictModel):
 
     expected_bytes: int | None = None  # each rank's share of the weights (the recipe's)
     ranks: tuple[RankMeasures, ...] = ()
+    # When the supervisor ended the boot (its last verdict record's decided_at): what a rank
+    # printed after it came too late for the boot (a head up after READY_TIMEOUT)
+    decided: Mark | None = None
 
     def of(self, rank: int) -> RankMeasures | None:
         return next((m for m in self.ranks if m.rank == rank), None)
@@ -129,6 +132,12 @@ def measured_from(
     """The measurements, from events.jsonl's records and each rank's samples (line, row)."""
     nodes = nodes or {}
     view_phases = view_phases or {}
+    decided: Mark | None = None
+    for n, ev in events:
+        if isinstance(ev, VerdictRecord):
+            text = f"verdict: {ev.outcome.value if ev.outcome else '-'} ({ev.message[:200]})"
+            at = ev.decided_at if ev.decided_at is not None else ev.ts
+            decided = Mark(file="events.jsonl", line=n, text=text, ts=at)
     out: list[RankMeasures] = []
     for k in ranks:
         started: Mark | None = None
@@ -173,4 +182,4 @@ def measured_from(
                 view_phase=view_phases.get(k),
             )
         )
-    return Measured(expected_bytes=expected_bytes, ranks=tuple(out))
+    return Measured(expected_bytes=expected_bytes, ranks=tuple(out), decided=decided)

@@ -218,6 +218,10 @@ def record(
         "category": root.get("category"),
         "confidence": root.get("confidence"),
         "title": root.get("title"),
+        # whom the ranks' words alone would have blamed (the reason says so when they differ)
+        "logs_alone": (
+            re.findall(r"by the logs alone (rank \d+)", root.get("reason") or "") or [None]
+        )[0],
     }
     print(json.dumps(figures))
     keep = os.environ.get(KEEP_ENV)

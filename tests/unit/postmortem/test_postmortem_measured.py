@@ -18,10 +18,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.models.base import StrictModel
-from orchestrator.models.events import RECORD, WatcherWarning
-from orchestrator.models.run import NodeBack, NodeLost, RankStarted
+from orchestrator.models.events import RECORD, VerdictRecord, WatcherWarning
+from orchestrator.models.run import NodeBack, NodeLost, Outcome, RankStarted
 from orchestrator.postmortem import postmortem_logs, postmortem_run
-from orchestrator.postmortem.blame import Candidate, from_measured, weigh_measured
+from orchestrator.postmortem.blame import (
+    Candidate,
+    from_measured,
+    served_after_the_end,
+    weigh_measured,
+)
 from orchestrator.postmortem.collect import rank_logs
 from orchestrator.postmortem.measured import Measured, SampleRow, measured_from
 from orchestrator.postmortem.model import Diagnosis, Evidence, Hit, RankFacts
@@ -364,3 +369,59 @@ def test_a_node_cut_mid_load_is_named_from_its_silence_on_the_testbed() -> None:
     assert "the boot ended on it" in d.root_cause.title
     assert "the supervisor's verdict names it too" in d.root_cause.reason
     assert any("node_lost" in e.text for e in d.root_cause.evidence)
+
+
+def test_a_head_up_only_after_the_ready_deadline_is_not_ready_and_the_late_start_is_blamed() -> (
+    None
+):
+    """A real boot on the netns testbed (tests/netns/test_blame_netns.py's drill, held back
+    15 s instead of 25): rank 5's `docker run` waited 15 s, the others waited for it in torch's
+    init, the supervisor ended the boot with READY_TIMEOUT at 12:03:44, and the head printed
+    `Starting vLLM server` at 12:03:48 while its logs were being saved. Before: `ready`, no
+    rank (the head's serving line); after: rank 5, started 15 s late."""
+    d = diagnose_dir(FIXTURES / "netns-vllm-late-start-r5")
+    assert d.category != "ready" and d.first_failing_rank == 5, d.verdict
+    assert d.root_cause is not None
+    assert d.root_cause.title.startswith("it started 15 s after the others"), d.root_cause.title
+    assert "(READY_TIMEOUT)" in d.root_cause.title
+    assert d.root_cause.evidence[0].text.startswith("rank_started: rank 5")
+    [note] = [n for n in d.notes if "reached serving" in n]
+    assert note.startswith("rank 0 reached serving at 12:03:48 UTC (rank-0/stdout.log:")
+    assert "4 s after the supervisor ended the boot with READY_TIMEOUT at 12:03:44 UTC" in note
+    assert not [n for n in d.notes if "no rank reached serving" in n], d.notes
+
+
+def serving_facts(k: int, at: float) -> RankFacts:
+    line = Evidence(file=f"rank-{k}/stdout.log", line=9, text="Starting vLLM server", ts=at, rank=k)
+    return RankFacts(rank=k, phase="serving", markers={"ready": line}, last_line=line)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "served_at", "too_late"),
+    [
+        ("READY_TIMEOUT", T0 + 50, True),  # up 10 s after the supervisor gave up
+        ("READY_TIMEOUT", T0 + 39, False),  # up before it decided: the logs' `ready` stands
+        ("READY", T0 + 50, False),
+        ("INTERRUPTED", T0 + 50, False),  # an operator's stop is not a deadline
+    ],
+)
+def test_serving_counts_as_ready_only_before_the_supervisor_ended_the_boot(
+    outcome: str, served_at: float, too_late: bool
+) -> None:
+    decided = VerdictRecord(
+        ts=T0 + 45,
+        decided_at=T0 + 40,
+        rank=0,
+        watcher="ready",
+        severity="verdict",
+        message="not ready after 24 s (timeouts.ready)",
+        outcome=Outcome(outcome),
+    )
+    m = measured([decided], {})
+    assert m.decided is not None and m.decided.ts == T0 + 40
+    note = served_after_the_end(m, [serving_facts(0, served_at)], {"outcome": outcome})
+    assert (note is not None) is too_late, note
+    if note is not None:
+        assert "10 s after the supervisor ended the boot with READY_TIMEOUT" in note
+    # the logs path has no measurements: its answer is its own
+    assert served_after_the_end(None, [serving_facts(0, served_at)], {"outcome": outcome}) is None
