@@ -61,8 +61,9 @@ SLOW = "2MB/s"  # the others read at the twin's 16 MB/s: ~10 s for the test scal
 LATE_RANK = 5
 # How long the late rank's `docker run` is held back: far above the 5 s the blame calls late,
 # and long enough that the head cannot be ready within the boot's ready deadline (~24 s from
-# the start at the test scale; held back 15 s, the head's server started just as it expired:
-# READY or READY_TIMEOUT by luck). With the recipe's 15 s connect timeout a start may take 30 s
+# the start at the test scale). Held back 15-16 s, the head came up 4 s after READY_TIMEOUT
+# (READY or not by luck; the postmortem said `ready` until it learnt that a serving line after
+# the supervisor's decision is too late: the stored run netns-vllm-late-start-r5). With the recipe's 15 s connect timeout a start may take 30 s
 # (2 x connect) before the node counts as lost, too close to 25 s plus a busy host's
 # `docker run`: the drill's copy of the recipe gives a node LATE_CONNECT_S (a 90 s start).
 LATE_BY_S = 25.0
