@@ -374,8 +374,8 @@ def main() -> None:
             "where (a)'s time goes (s from the push's start; bytes seen to ~1 s): probed "
             f"{ph.get('probed', 0):.1f}, planned {ph.get('planned', 0):.1f}, hops checked and "
             f"source open {ph.get('hops_checked_1', 0):.1f}, round 1 ended "
-            f"{ph.get('round_1', 0):.1f}, verified {ph.get('verified_1', 0):.1f}, ready "
-            f"{ph.get('ready', 0):.1f}, exit {t_a:.1f} (process start and teardown: "
+            f"{ph.get('round_1', 0):.1f}, verified and exec-ready (side by side) "
+            f"{ph.get('verified_1', 0):.1f}, exit {t_a:.1f} (process start and teardown: "
             f"{t_a - rep_a['seconds']:.1f})"
         )
     if None not in first_b and None not in last_b:

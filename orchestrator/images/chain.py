@@ -119,6 +119,46 @@ def _on_line(ctx: ChainContext, line: str, log: RoundLog, prog: _Progress, rnd: 
         ctx.emit(PushEvent("note", node=ev.fields[0], round=rnd, text=f"hop from {ev.node} failed"))
 
 
+async def _open_chain_head(
+    ctx: ChainContext, rnd: int, targets: Sequence[str], compression: Compression
+) -> tuple[Pipe, int]:
+    """Start round `rnd`'s chain from the controller (its first hop, which starts the rest) and
+    return its pipe and the fd that feeds it. Started while the hops are still being checked:
+    the chain's SSH sessions open while the check runs, not after it (`_abort_chain_head` if the
+    check then picks a fan-out)."""
+    common = ctx.common(f"{ctx.tag_base}-r{rnd}", compression, ctx.reference)
+    quints = [q for name in targets for q in _quint(ctx.node(name))]
+    sink_r, sink_w = _os_pipe()
+    try:
+        first = await open_pipe(
+            ctx.inventory,
+            ctx.node(targets[0]),
+            ctx.argv("chain", [*common, *quints]),
+            options=ctx.pipe_options(),
+            stdin=sink_r,
+        )
+    except BaseException:
+        os.close(sink_w)
+        raise
+    finally:
+        os.close(sink_r)
+    return first, sink_w
+
+
+async def _abort_chain_head(
+    ctx: ChainContext, rnd: int, head: tuple[Pipe, int], targets: Sequence[str]
+) -> None:
+    """Undo `_open_chain_head` before any byte was sent: end the first hop, and stop what it
+    started on the nodes, so the round's tag is free again."""
+    pipe, sink_w = head
+    with contextlib.suppress(OSError):
+        os.close(sink_w)
+    pipe.kill()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(pipe.wait(), 10)
+    await _cleanup(ctx, f"{ctx.tag_base}-r{rnd}", targets)
+
+
 async def _run_round(
     ctx: ChainContext,
     rnd: int,
@@ -128,8 +168,10 @@ async def _run_round(
     compression: Compression,
     total_estimate: int | None,
     stream: _Stream | None,
+    head: tuple[Pipe, int] | None = None,
 ) -> tuple[RoundLog, _Progress]:
-    """One round: chain (or fan-out waves) from `source` to `targets`; the words it heard."""
+    """One round: chain (or fan-out waves) from `source` to `targets`; the words it heard.
+    `head`: the chain's first hop, already started (`_open_chain_head`)."""
     tag = f"{ctx.tag_base}-r{rnd}"
     log = RoundLog()
     prog = _Progress()
@@ -195,18 +237,11 @@ async def _run_round(
         if i > 0:  # another wave reads the source again
             stream = await (ctx.opener or _open_source)(ctx, source)
         if mode is Mode.chain:
-            quints = [q for name in wave for q in _quint(ctx.node(name))]
-            sink_r, sink_w = _os_pipe()
-            try:
-                first = await open_pipe(
-                    ctx.inventory,
-                    ctx.node(wave[0]),
-                    ctx.argv("chain", [*common, *quints]),
-                    options=popts,
-                    stdin=sink_r,
-                )
-            finally:
-                os.close(sink_r)
+            if head is not None:
+                first, sink_w = head
+                head = None
+            else:
+                first, sink_w = await _open_chain_head(ctx, rnd, wave, compression)
             sinks = [first]
             pump = _pump_direct(ctx, source, stream, sink_w, compression, prog, report, helpers)
         else:

@@ -16,7 +16,13 @@ from typing import Any
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.images.chain import _cleanup, _hop_check, _run_round
+from orchestrator.images.chain import (
+    _abort_chain_head,
+    _cleanup,
+    _hop_check,
+    _open_chain_head,
+    _run_round,
+)
 from orchestrator.images.context import ChainContext
 from orchestrator.images.layers import failed_partial, plan_layers
 from orchestrator.images.model import (
@@ -166,27 +172,33 @@ async def _push(
         os.close(report_fd)
         ctx.filter_report = Path(report_path)
 
-        # The hop check and the source's start (with round 1's compression sample) at once.
-        checked, opened_source = await asyncio.gather(
-            _hop_check(ctx, pairs, rnd) if needs_check else _none_broken(),
-            _open_round_source(
+        # The hop check, the source's start (with round 1's compression sample) and, once the
+        # wire format is known, the chain's first hop, all at once: a chain is the likely
+        # outcome, and its SSH sessions open while the hops are checked. A broken hop found
+        # meanwhile (a fan-out) undoes that first hop before any byte was sent.
+        hop_task = asyncio.ensure_future(
+            _hop_check(ctx, pairs, rnd) if needs_check else _none_broken()
+        )
+        head = None
+        try:
+            stream, compression, compression_reason = await _open_round_source(
                 ctx,
                 round_source,
                 sample=rnd == 1 and options.compress == "auto",
                 compression=compression,
                 reason=compression_reason,
-            ),
-            return_exceptions=True,
-        )
-        if isinstance(opened_source, BaseException):
-            raise opened_source
-        stream, compression, compression_reason = opened_source
-        if isinstance(checked, BaseException):
+            )
+            if needs_check and stream is not None and options.mode != "fanout":
+                head = await _open_chain_head(ctx, rnd, targets, compression)
+            broken = await hop_task
+        except BaseException:
+            hop_task.cancel()
+            if head is not None:
+                await _abort_chain_head(ctx, rnd, head, targets)
             if stream is not None:
                 stream.kill()
                 stream.close()
-            raise checked
-        broken = checked
+            raise
         mark(f"hops_checked_{rnd}")
         missing_ssh = [(a, b, "no ssh client there") for a, b in pairs if not _has_ssh(by_state[a])]
         mode, why = choose_mode(options.mode, local=local, broken_hops=broken + missing_ssh)
@@ -198,13 +210,16 @@ async def _push(
                 "round", round=rnd, text=f"{round_source.label()} -> {', '.join(targets)}: {why}"
             )
         )
+        if head is not None and mode is not Mode.chain:
+            await _abort_chain_head(ctx, rnd, head, targets)
+            head = None
         if stream is None and mode is not Mode.chain:  # a node source, fanned out
             stream = await _open_source(ctx, round_source)
         mark(f"source_open_{rnd}")
         for t in targets:
             sends[t] = sends.get(t, 0) + 1
         log, prog = await _run_round(
-            ctx, rnd, round_source, targets, mode, compression, total, stream
+            ctx, rnd, round_source, targets, mode, compression, total, stream, head
         )
         kept, dropped = _filter_report(ctx.filter_report) if ctx.drop else (None, None)
         with contextlib.suppress(OSError):
