@@ -231,7 +231,7 @@ def test_a_rank_dying_while_serving_is_rank_died_within_30_s_and_restart_max_2_b
 # -- a killed watcher, resumed; a wedged head ---------------------------------------------
 
 WEDGE_S = 10  # the drill recipe's timeouts.wedge
-HANG_AFTER_S = 20  # rank 0 wedges this long into serving (the watcher is resumed by then)
+HANG_AFTER_S = 15  # rank 0 wedges this long into serving (resumed ~10 s after READY)
 GAP_LINES = 20
 
 
