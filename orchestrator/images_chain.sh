@@ -172,12 +172,24 @@ cm_dir() { # NEXT_NAME
     printf '%s' "${TMPDIR:-/tmp}/cluster-image-cm.${tag%hc}.$me.$1"
 }
 
+# Up to 3 s for a connection another ssh is opening (its socket appears once it is up); then
+# go ahead either way (no socket: ssh opens a connection of its own).
+wait_socket() { # PATH
+    n=0
+    while [ ! -S "$1" ] && [ "$n" -lt 60 ]; do
+        sleep 0.05 2>/dev/null || sleep 1
+        n=$((n + 1))
+    done
+    return 0
+}
+
 hop_ssh() { # NAME HOST PORT USER REMOTE_COMMAND
     cm=$(cm_dir "$1")
-    # Ours alone: made here 0700, or made by this user and not a link (the hop check's).
+    # Ours alone: made here 0700, or made by this user and not a link (the hop check's, whose
+    # connection may still be opening: the chain starts while the check runs, so wait for it).
     # (OpenSSH binds "$cm/s.<16 hex>" first: 108 bytes of sun_path, so at most 88 here.)
     if [ "${#cm}" -le 88 ] && { mkdir -m 700 "$cm" 2>/dev/null ||
-        { [ -d "$cm" ] && [ ! -L "$cm" ] && [ -O "$cm" ]; }; }; then
+        { [ -d "$cm" ] && [ ! -L "$cm" ] && [ -O "$cm" ] && wait_socket "$cm/s"; }; }; then
         off=$(wc -c <"$cm/log" 2>/dev/null || echo 0)
         ssh -T -o BatchMode=yes -o StrictHostKeyChecking=yes \
             -o "UserKnownHostsFile=$khfiles" -o "Ciphers=$CIPHERS" \
