@@ -86,6 +86,9 @@ def test_a_node_cut_while_serving_is_node_lost_within_15_s_with_its_log_kept(
     holder = json.loads((boot.run / "lock.json").read_text())
     watcher = int(holder["pid"])
     assert holder["owner"] == "serving-watch" and alive(watcher), holder
+    # ... and said which process it is: `--json` names the watcher the run's lock holds.
+    printed = json.loads(boot.out.read_text())
+    assert printed["watcher_pid"] == watcher, printed
     try:
         # Serving: the watch asked the head (a canary) and wrote the serving block.
         wait_for(
