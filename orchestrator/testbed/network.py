@@ -22,22 +22,14 @@ class NetworkMixin(TestbedCore):
     def _prepare_host(self) -> None:
         """Mount points the node views need, sshd's privsep dir, and bridged traffic that does not
         go through the root namespace's iptables (a root dockerd sets FORWARD DROP)."""
-        created: list[str] = []
         wanted = [Path("/run/sshd"), Path("/etc/netns"), Path("/run/netns")]
         wanted += [Path(t) for _, t in NODE_VIEWS if t not in ("/root", "/root/.ssh")]
-        for p in wanted:
-            if not p.exists():
-                p.mkdir(parents=True, mode=0o755)
-                created.append(str(p))
         # containerd-shim-runc-v2 puts its sockets under /run/containerd/s whatever --state says:
         # removed again at down (only when empty, and only when absent before up).
-        for p in (Path("/run/containerd"), Path("/run/containerd/s")):
-            if not p.exists():
-                created.append(str(p))
-        # Shared with any other testbed up at once: the last one down restores them (host.py).
-        host.hold(self.root)
-        with self._state() as st:
-            st["created_host_paths"] = created
+        shim = [Path("/run/containerd"), Path("/run/containerd/s")]
+        # Shared with any other testbed up at once: made under one lock, and restored or
+        # removed by the last one down (host.py).
+        host.hold(self.root, make=wanted, ours_if_absent=shim)
 
     def _make_network(self, nodes: list[Node]) -> None:
         mb, fb = self.mgmt_bridge, self.fab_bridge

@@ -79,9 +79,10 @@ class TeardownMixin(NetworkMixin):
             for f, old in state.get("sysctl_restore", {}).items():  # an earlier release's state
                 with contextlib.suppress(OSError):
                     Path(f).write_text(old + "\n")
-            host.release(self.root)
-            for p in reversed(state.get("created_host_paths", [])):
-                self._remove_created_path(Path(p))
+            made = [Path(p) for p in state.get("created_host_paths", [])]  # an earlier release
+            made += host.release(self.root)  # only the last testbed down gets any
+            for p in reversed(made):
+                self._remove_created_path(p)
 
             # 6. our files (logs copied out first when asked)
             if keep_logs is not None and self.root.exists():

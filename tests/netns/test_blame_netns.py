@@ -199,9 +199,9 @@ def headline(text: str) -> str:
     return ""
 
 
-def named_first(text: str, rank: int) -> bool:
-    """The verdict paragraph says `Rank K (ctb-nodeK) failed first`."""
-    return f"Rank {rank} (ctb-node{rank}) failed first" in " ".join(text.split())
+def named_first(text: str, rank: int, prefix: str) -> bool:
+    """The verdict paragraph says `Rank K (<prefix>-nodeK) failed first`."""
+    return f"Rank {rank} ({prefix}-node{rank}) failed first" in " ".join(text.split())
 
 
 def record(
@@ -241,7 +241,7 @@ def record(
 @pytest.mark.parametrize("straggler", POSITIONS, ids=lambda k: f"rank{k}")
 @pytest.mark.parametrize("engine", sorted(RECIPES))
 def test_a_slow_reading_rank_is_blamed_with_its_cause_not_a_victims_watchdog(
-    drill: Any, state_home: Path, engine: str, straggler: int
+    bed: Testbed, drill: Any, state_home: Path, engine: str, straggler: int
 ) -> None:
     boot: BootProc = drill(RECIPES[engine], "--sim-fault", f"rank={straggler}:slow-read={SLOW}")
     verdict = boot.wait()
@@ -262,7 +262,7 @@ def test_a_slow_reading_rank_is_blamed_with_its_cause_not_a_victims_watchdog(
     said = headline(text)
     assert said.startswith("category load-barrier-timeout"), text[:3000]
     assert f"first failing rank {straggler} " in said + " ", text[:3000]
-    assert named_first(text, straggler) and "slow reads" in text, text[:3000]
+    assert named_first(text, straggler, bed.prefix) and "slow reads" in text, text[:3000]
 
 
 # -- a rank started late ---------------------------------------------------------------------
@@ -316,4 +316,4 @@ def test_a_rank_whose_start_is_held_back_is_blamed_with_its_delay(
     assert root["evidence"][0]["text"].startswith(f"rank_started: rank {LATE_RANK}"), root
     said = headline(text)
     assert f"first failing rank {LATE_RANK} " in said + " ", text[:3000]
-    assert named_first(text, LATE_RANK), text[:3000]
+    assert named_first(text, LATE_RANK, bed.prefix), text[:3000]

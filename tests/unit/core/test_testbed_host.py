@@ -1,5 +1,7 @@
-"""Two testbeds up side by side share the machine's bridge sysctls: the first up sets them to 0,
-the last down puts the machine's values back, whatever the order (orchestrator/testbed/host.py)."""
+"""Two testbeds up side by side share the machine: the first up sets the bridge sysctls to 0 and
+makes the host folders the nodes need; the last down puts the values back and removes what was
+made, whatever the order (orchestrator/testbed/host.py). A testbed that removed /run/sshd while
+another was up made every new SSH connection to the other's nodes fail (CI, stop 34)."""
 
 from __future__ import annotations
 
@@ -20,26 +22,29 @@ def values(sysctl: Path) -> set[str]:
     return {(sysctl / k).read_text().strip() for k in host.BRIDGE_KEYS}
 
 
-def test_the_first_testbed_down_leaves_the_settings_to_the_one_still_up(tmp_path):
+def test_the_first_testbed_down_leaves_the_machine_to_the_one_still_up(tmp_path):
     sysctl, shared = machine(tmp_path)
     a, b = tmp_path / "tb-a", tmp_path / "tb-b"
     a.mkdir(), b.mkdir()
-    host.hold(a, path=shared, sysctl_dir=sysctl)
-    assert values(sysctl) == {"0"}
-    host.hold(b, path=shared, sysctl_dir=sysctl)  # sees 0: must not record 0 as the original
-    host.release(a, path=shared)
-    assert values(sysctl) == {"0"}  # b is still up: its bridged traffic must keep flowing
-    host.release(b, path=shared)
-    assert values(sysctl) == {"1"}  # the machine's values, back
+    privsep, shim = tmp_path / "run-sshd", tmp_path / "run-containerd"
+    host.hold(a, make=[privsep], ours_if_absent=[shim], path=shared, sysctl_dir=sysctl)
+    assert values(sysctl) == {"0"} and privsep.is_dir()
+    # b sees 0 and the folder made: it must not record 0 as the machine's value.
+    host.hold(b, make=[privsep], ours_if_absent=[shim], path=shared, sysctl_dir=sysctl)
+    assert host.release(a, path=shared) == []  # b is up: nothing for a to remove ...
+    assert values(sysctl) == {"0"} and privsep.is_dir()  # ... nor to restore
+    assert host.release(b, path=shared) == [privsep, shim]  # the last one down: all of it
+    assert values(sysctl) == {"1"}
     assert not shared.exists()
 
 
-def test_a_holder_whose_folder_is_gone_no_longer_counts(tmp_path):
+def test_a_holder_whose_folder_is_gone_no_longer_counts_but_its_record_does(tmp_path):
     sysctl, shared = machine(tmp_path)
     crashed, a = tmp_path / "tb-crashed", tmp_path / "tb-a"
     crashed.mkdir(), a.mkdir()
-    host.hold(crashed, path=shared, sysctl_dir=sysctl)
+    made = tmp_path / "etc-netplan"
+    host.hold(crashed, make=[made], path=shared, sysctl_dir=sysctl)
     crashed.rmdir()  # removed by hand after a crash, never torn down
-    host.hold(a, path=shared, sysctl_dir=sysctl)
-    host.release(a, path=shared)
-    assert values(sysctl) == {"1"}
+    host.hold(a, make=[made], path=shared, sysctl_dir=sysctl)
+    assert host.release(a, path=shared) == [made]  # made by the crashed one: still ours
+    assert values(sysctl) == {"1"}  # the machine's value the crashed one recorded
