@@ -40,6 +40,19 @@ def within(measured: float | None, expected: float, share: float = 0.10) -> bool
     return measured is not None and abs(measured - expected) <= share * expected
 
 
+# What a request costs besides the twin's configured rates on a busy 2-core CI host (HTTP,
+# scheduling): CI measured a 0.150 s TTFT as 0.165 s. Added to a duration, never to a rate's
+# share, so a twin serving at the wrong rate (2x, 0.5x) still fails.
+OVERHEAD_S = 0.05
+
+
+def took(measured: float | None, expected: float) -> bool:
+    """A duration the rates set: within 10 %, plus up to OVERHEAD_S of the host's own."""
+    return measured is not None and -0.10 * expected <= measured - expected <= (
+        0.10 * expected + OVERHEAD_S
+    )
+
+
 async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rates(
     twin_weights, state, capsys
 ):
@@ -102,9 +115,12 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
         assert within(lv.tpot.p50, 1 / DECODE), (lv.depth, lv.concurrency, lv.tpot)
     for lv in (x for x in report.levels if x.concurrency == 1):
         ttft = lv.prompt_len_mean / PREFILL  # type: ignore[operator]
-        assert within(lv.ttft.p50, ttft), (lv.depth, lv.ttft, ttft)
+        assert took(lv.ttft.p50, ttft), (lv.depth, lv.ttft, ttft)
         per_request = ttft + (TG - 1) / DECODE
-        assert within(lv.output_tok_s, TG / per_request), (lv.depth, lv.output_tok_s)
+        assert lv.output_tok_s is not None and took(TG / lv.output_tok_s, per_request), (
+            lv.depth,
+            lv.output_tok_s,
+        )
     kept = BenchReport.model_validate_json((result.run.dir / "bench.json").read_text())
     assert kept == report
     assert (result.run.dir / "bench.png").stat().st_size > 10_000
