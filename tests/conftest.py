@@ -23,7 +23,9 @@ TESTS = Path(__file__).resolve().parent
 #   up: orchestrator/testbed/host.py). Most of the tier waits (timeouts, throttled links, a
 #   node cut for 20 s), so two testbeds nearly halve its wall time on two cores. netns keeps
 #   the modules that nest a testbed of their own or spell the first testbed's names and
-#   addresses, and every module that causes real kernel OOM kills (they share one kernel log);
+#   addresses. Both share one kernel log: a real OOM kill in one lane is in the other's window
+#   too, and the postmortem gives such a line only to the rank whose container it names
+#   (postmortem/kernel_hits.py), so the kernel drills may run beside the OOM drill;
 # - builtin-cluster: the built-in simulated cluster (127.0.0.10-17 and its ports), which
 #   tests/sim and tests/terminal boot, and which any other module reaches through its
 #   inventory or address;
@@ -34,6 +36,7 @@ SECOND_TESTBED = frozenset(
         "test_blame_netns.py",
         "test_docker_host_netns.py",
         "test_inventory_check_netns.py",
+        "test_kernel_netns.py",
         "test_nccl_check_netns.py",
         "test_postmortem_netns.py",
         "test_preflight_netns.py",
