@@ -257,14 +257,22 @@ async def test_a_leak_on_one_node_is_warned_about_with_its_rate_before_the_floor
     sim_weights, state
 ):
     # The built-in cluster models the leaking node's reading (simulator/nodeview.py): the
-    # machine's MemAvailable when the leak began, less 200 MB/s. The floor is set 2 GiB under
-    # this machine's MemAvailable now: the warning must come before the node reaches it.
-    from orchestrator.simulator.weights import meminfo
-
-    result, _ = await run_boot(sim_weights, state, fault="rank=3:leak=200MB/s:after=2:max=4GB")
+    # machine's MemAvailable when the leak began, less 200 MB/s. The floor is set 3 GiB under
+    # that node's own reading when the watch starts (~16 s of leak away, twice the trend's 8 s
+    # window): the warning must come before the node reaches it. Not under this machine's
+    # reading: the leak has run since 2 s into serving, and the other lanes of the suite move
+    # this machine's memory by gigabytes.
+    result, _ = await run_boot(sim_weights, state, fault="rank=3:leak=200MB/s:after=2:max=8GB")
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
-        floor = meminfo()["MemAvailable"] - 2 * 2**30
+        node3 = state / "cluster" / "nodes" / "sim-node3"  # the process runtime's rank folders
+        deadline = time.monotonic() + 30
+        while not (views := list(node3.glob("*/node-meminfo"))) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert len(views) == 1, f"rank 3's node reading under {node3}: {views}"
+        kb = re.search(r"^MemAvailable:\s+(\d+) kB", views[0].read_text(), re.M)
+        assert kb is not None, views[0].read_text()
+        floor = int(kb.group(1)) * 1024 - 3 * 2**30
         cfg = replace(
             FAST,
             wedge_s=600.0,
