@@ -24,7 +24,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,16 +31,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.testbed import REAL_DOCKER, TEST_IMAGE, Testbed
+from orchestrator.testbed import REAL_DOCKER, Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import (
-    CLUSTER,
     RANKS,
     BootProc,
-    cli_env,
     cluster,
-    runs_root,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
@@ -102,51 +97,8 @@ def bed(testbed: Testbed, testbed_image: str, tmp_path_factory: pytest.TempPathF
 def start(tb: Testbed, state: Path, logs: Path, recipe: str, *extra: str) -> BootProc:
     """`cluster boot RECIPE -i <testbed> --simulate --scale test --json --no-watch ...` in its
     own session (test_boot_netns.start_boot, for any recipe)."""
-    root = runs_root(state)
-    before = set(os.listdir(root)) if root.exists() else set()
     logs.mkdir(parents=True, exist_ok=True)
-    out, err = logs / "boot.out", logs / "boot.err"
-    argv = [
-        *CLUSTER,
-        "boot",
-        recipe,
-        "-i",
-        str(tb.inventory),
-        "--simulate",
-        "--sim-image",
-        TEST_IMAGE,
-        "--scale",
-        "test",
-        "--no-push",
-        "--no-watch",
-        "--json",
-        *extra,
-    ]
-    with out.open("wb") as o, err.open("wb") as e:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=o,
-            stderr=e,
-            env=cli_env(state),
-            start_new_session=True,
-        )
-    started = time.time()
-
-    def new_run() -> Path | None:
-        if proc.poll() is not None:
-            pytest.fail(
-                f"cluster boot exited ({proc.returncode}) before creating its run:\n"
-                + err.read_text(errors="replace")[-2000:]
-            )
-        for name in sorted(set(os.listdir(root)) - before) if root.exists() else ():
-            if (root / name / "manifest.json").exists():
-                return root / name
-        return None
-
-    # The first boot of a recipe in a state folder also writes its twin's weights (~1.3 GB).
-    run = wait_for("the boot's run directory", new_run, timeout=180)
-    return BootProc(proc=proc, run=run, out=out, err=err, started=started)
+    return test_boot_netns.start_boot(tb, state, logs, "--json", *extra, recipe=recipe)
 
 
 def remove_containers_of(tb: Testbed, run_id: str) -> None:

@@ -176,15 +176,23 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: floa
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def start_boot(tb: Testbed, state: Path, logs: Path, *extra: str, name: str = "boot") -> BootProc:
-    """`cluster boot RECIPE -i <testbed> --simulate ... --json` in its own session."""
+def start_boot(
+    tb: Testbed,
+    state: Path,
+    logs: Path,
+    *extra: str,
+    name: str = "boot",
+    recipe: str | None = None,
+) -> BootProc:
+    """`cluster boot RECIPE -i <testbed> --simulate ... --json` in its own session (`recipe`:
+    another recipe than this module's RECIPE, read at call time)."""
     root = runs_root(state)
     before = set(os.listdir(root)) if root.exists() else set()
     out, err = logs / f"{name}.out", logs / f"{name}.err"
     argv = [
         *CLUSTER,
         "boot",
-        RECIPE,
+        recipe or RECIPE,
         "-i",
         str(tb.inventory),
         "--simulate",
