@@ -17,34 +17,30 @@ def _link_names() -> list[str]:
         return []
 
 
-def _unix_connects(path: Path) -> bool:
+def _unix_answer(path: Path, timeout: float, request: bytes = b"") -> bytes | None:
+    """Connect to the Unix socket at `path`, send `request` (if any) and return the first bytes
+    back (b"" when nothing was asked); None when the socket is absent or does not answer."""
     if not path.exists():
-        return False
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(1)
-    try:
-        s.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(path))
+            if not request:
+                return b""
+            s.sendall(request)
+            return s.recv(64)
+        except OSError:
+            return None
+
+
+def _unix_connects(path: Path) -> bool:
+    return _unix_answer(path, 1.0) is not None
 
 
 def _docker_ping(path: Path) -> bool:
-    if not path.exists():
-        return False
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(2)
-    try:
-        s.connect(str(path))
-        s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-        data = s.recv(64)
-        return data.startswith(b"HTTP/1.") and b" 200 " in data
-    except OSError:
-        return False
-    finally:
-        s.close()
+    data = _unix_answer(path, 2.0, b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+    return data is not None and data.startswith(b"HTTP/1.") and b" 200 " in data
 
 
 def _tcp_connects(addr: str, port: int, timeout: float = 1.0) -> bool:
