@@ -16,6 +16,7 @@ from .constants import (
     DEFAULT_PREFIX,
     DEFAULT_ROOT,
     ENV_ROOT,
+    NETS,
     TEST_IMAGE,
 )
 from .errors import TestbedError
@@ -92,50 +93,45 @@ def _build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--read-bps", default=None, help="e.g. 10mb")
     fl.add_argument("--memory", default=None, help="e.g. 256m")
 
-    f = sub.add_parser("fault", help="inject or undo one fault").add_subparsers(
+    faults = sub.add_parser("fault", help="inject or undo one fault").add_subparsers(
         dest="fault", required=True
     )
-    for name, hlp in (("link-down", "cut a link"), ("link-up", "restore a link")):
-        x = f.add_parser(name, help=hlp)
+
+    def fault(name: str, hlp: str) -> argparse.ArgumentParser:
+        """One fault's parser: every fault acts on one node, named first."""
+        x = faults.add_parser(name, help=hlp)
         x.add_argument("node")
-        x.add_argument("net", nargs="?", default="fabric", choices=["mgmt", "fabric"])
+        return x
+
+    for name, hlp in (("link-down", "cut a link"), ("link-up", "restore a link")):
+        x = fault(name, hlp)
+        x.add_argument("net", nargs="?", default="fabric", choices=NETS)
         if name == "link-down":
             x.add_argument("--side", default="node", choices=["node", "bridge"])
-    x = f.add_parser("shape", help="rate-limit a link (tc tbf, both ends)")
-    x.add_argument("node")
-    x.add_argument("net", choices=["mgmt", "fabric"])
+    x = fault("shape", "rate-limit a link (tc tbf, both ends)")
+    x.add_argument("net", choices=NETS)
     x.add_argument("rate", help="e.g. 100mbit")
-    x = f.add_parser("unshape", help="remove rate limits / netem")
-    x.add_argument("node")
-    x.add_argument("net", nargs="?", default=None, choices=["mgmt", "fabric"])
-    x = f.add_parser("delay", help="netem delay (needs sch_netem)")
-    x.add_argument("node")
-    x.add_argument("net", choices=["mgmt", "fabric"])
+    x = fault("unshape", "remove rate limits / netem")
+    x.add_argument("net", nargs="?", default=None, choices=NETS)
+    x = fault("delay", "netem delay (needs sch_netem)")
+    x.add_argument("net", choices=NETS)
     x.add_argument("delay", help="e.g. 50ms")
-    x = f.add_parser("loss", help="random packet loss with nftables")
-    x.add_argument("node")
-    x.add_argument("net", choices=["mgmt", "fabric"])
+    x = fault("loss", "random packet loss with nftables")
+    x.add_argument("net", choices=NETS)
     x.add_argument("percent", type=int)
-    x = f.add_parser("port-drop", help="drop a port's traffic on a node (nftables)")
-    x.add_argument("node")
+    x = fault("port-drop", "drop a port's traffic on a node (nftables)")
     x.add_argument("port", type=int)
     x.add_argument("--proto", default="tcp", choices=["tcp", "udp"])
-    x = f.add_parser("nft-clear", help="remove port drops and loss on a node")
-    x.add_argument("node")
+    fault("nft-clear", "remove port drops and loss on a node")
     for d in ("sshd", "dockerd", "containerd"):
         for verb in ("stop", "start"):
-            x = f.add_parser(f"{d}-{verb}", help=f"{verb} the node's {d}")
-            x.add_argument("node")
-    x = f.add_parser("docker-wrapper", help="lazy-unpack docker wrapper on a node")
-    x.add_argument("node")
+            fault(f"{d}-{verb}", f"{verb} the node's {d}")
+    x = fault("docker-wrapper", "lazy-unpack docker wrapper on a node")
     x.add_argument("--failures", type=int, default=1)
-    x = f.add_parser("docker-wrapper-remove", help="remove the docker wrapper")
-    x.add_argument("node")
-    x = f.add_parser("listener", help="TCP listener that accepts and never speaks")
-    x.add_argument("node")
+    fault("docker-wrapper-remove", "remove the docker wrapper")
+    x = fault("listener", "TCP listener that accepts and never speaks")
     x.add_argument("port", type=int)
-    x = f.add_parser("listener-stop", help="stop a node's silent listeners")
-    x.add_argument("node")
+    fault("listener-stop", "stop a node's silent listeners")
     return p
 
 
