@@ -1,11 +1,11 @@
 """Read rank logs as a stream: find signature matches and boot milestones, with line and time.
 
-A log is read in blocks cut at line ends, never whole. In each block, every signature keyword
-is found with a substring search (C speed, long needles skip far), and only the lines holding a
-keyword are decoded and given to the regexes. Milestones (Load weight end, ready...) are found
-the same way, and each is looked for only until its first occurrence. So the cost is a few
-passes of `bytes.find` per block plus work proportional to the candidate lines, not a Python
-loop over every line.
+A log is read in blocks cut at line ends, never whole. In each block, one Aho-Corasick search
+over the bytes (Rust, GIL released; two halves at once where there is a second core) finds
+every signature keyword, exception keyword and milestone still unseen, and only the lines
+holding one are decoded and given to the regexes. Each milestone is looked for only until its
+first occurrence. So the cost is one automaton pass per block plus work proportional to the
+candidate lines, not a Python loop over every line.
 
 Times: `docker logs --timestamps` puts an RFC 3339 UTC stamp with nanoseconds before every line
 (the run directory's shape). Raw logs (`--logs`) carry the engines' own stamps: SGLang
@@ -22,12 +22,12 @@ import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-import ahocorasick
+import ahocorasick_rs
 
 from orchestrator.dialects.base import Marker
 from orchestrator.dialects.reader import PHASE_MARKERS
@@ -241,10 +241,9 @@ def _scan(
         candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
         exc_found: dict[int, int] = {}
         marker_at: dict[int, list[int]] = {}
-        auto = _automaton(sigs, tuple(wanted))
-        for last, tags in auto.iter(chunk.decode("latin-1")):  # 1 byte = 1 char: same offsets
-            for kind, idx, size in tags:
-                i = last - size + 1
+        auto, word_tags = _automaton(sigs, tuple(wanted))
+        for word, i in _keyword_hits(auto, chunk):
+            for kind, idx in word_tags[word]:
                 if kind == _MARKER:
                     seen = marker_at.setdefault(idx, [])
                     if len(seen) < MARKER_TRIES:
@@ -414,37 +413,78 @@ def _occurrences(chunk: bytes, needle: bytes, start: int) -> Iterator[int]:
 
 _SIGNATURE, _EXCEPTION, _MARKER = 0, 1, 2
 MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before a plain search
+# (kind, index) pairs of each distinct keyword: a keyword may serve several signatures.
+WordTags = tuple[tuple[tuple[int, int], ...], ...]
 # Keyed by the set's id; the value holds the set itself, so while it is cached its id cannot be
 # reused by a new set (an id alone was: a later set was served an earlier set's automaton).
-_AUTOMATA: dict[tuple[int, tuple[Marker, ...]], tuple[SignatureSet, Any]] = {}
+_AUTOMATA: dict[
+    tuple[int, tuple[Marker, ...]],
+    tuple[SignatureSet, ahocorasick_rs.BytesAhoCorasick, WordTags],
+] = {}
 
 
-def _automaton(sigs: SignatureSet, wanted: tuple[Marker, ...]) -> Any:
+def _automaton(
+    sigs: SignatureSet, wanted: tuple[Marker, ...]
+) -> tuple[ahocorasick_rs.BytesAhoCorasick, WordTags]:
     """Aho-Corasick over the signatures' keywords, the exception keywords and the milestones
-    still wanted (pyahocorasick): one pass per block, whatever the number of keywords. Built
-    once per set of wanted milestones (they only ever shrink)."""
+    still wanted (ahocorasick_rs, the Rust `aho-corasick` crate, over bytes: one pass per block,
+    whatever the number of keywords, with no decoding). Built once per set of wanted
+    milestones (they only ever shrink); a DFA, because the build (~10 ms) is paid a few times
+    per file and the search is the scan's whole cost."""
     key = (id(sigs), wanted)
     cached = _AUTOMATA.get(key)
     if cached is not None and cached[0] is sigs:
-        return cached[1]
-    tags: dict[str, list[tuple[int, int, int]]] = {}
+        return cached[1], cached[2]
+    tags: dict[bytes, list[tuple[int, int]]] = {}
     for idx, entry in enumerate(sigs.keywords):
-        word = entry.keyword.decode("latin-1")
-        tags.setdefault(word, []).append((_SIGNATURE, idx, len(word)))
+        tags.setdefault(entry.keyword, []).append((_SIGNATURE, idx))
     for kw in EXCEPTION_KEYWORDS:
-        word = kw.decode("latin-1")
-        tags.setdefault(word, []).append((_EXCEPTION, 0, len(word)))
+        tags.setdefault(kw, []).append((_EXCEPTION, 0))
     for idx, marker in enumerate(wanted):
-        word = marker.keyword.encode("utf-8").decode("latin-1")
-        tags.setdefault(word, []).append((_MARKER, idx, len(word)))
-    auto = ahocorasick.Automaton()
-    for word, values in tags.items():
-        auto.add_word(word, tuple(values))
-    auto.make_automaton()
+        tags.setdefault(marker.keyword.encode("utf-8"), []).append((_MARKER, idx))
+    auto = ahocorasick_rs.BytesAhoCorasick(
+        list(tags), implementation=ahocorasick_rs.Implementation.DFA
+    )
+    word_tags: WordTags = tuple(tuple(v) for v in tags.values())
     if len(_AUTOMATA) > 256:
         _AUTOMATA.clear()
-    _AUTOMATA[key] = (sigs, auto)
-    return auto
+    _AUTOMATA[key] = (sigs, auto, word_tags)
+    return auto, word_tags
+
+
+# A block is searched in two halves at once when there is a second core: the Rust search
+# releases the GIL, and it is most of the scan's time on a healthy log (no keyword
+# contains a line end, so cutting at one loses no match). The helper thread belongs to the
+# process that made it: a forked scan process (`scan_files`) makes its own.
+SPLIT_MIN = 1 << 20
+_HALVES: dict[int, ThreadPoolExecutor] = {}
+
+
+def _second_half_pool() -> ThreadPoolExecutor | None:
+    if (os.cpu_count() or 1) < 2:
+        return None
+    pid = os.getpid()
+    pool = _HALVES.get(pid)
+    if pool is None:
+        _HALVES.clear()
+        pool = _HALVES[pid] = ThreadPoolExecutor(1, thread_name_prefix="postmortem-scan")
+    return pool
+
+
+def _keyword_hits(auto: ahocorasick_rs.BytesAhoCorasick, chunk: bytes) -> Iterator[tuple[int, int]]:
+    """(keyword index, byte offset) of every keyword occurrence in the block, in order."""
+    mid = chunk.find(b"\n", len(chunk) // 2) + 1 if len(chunk) >= SPLIT_MIN else 0
+    pool = _second_half_pool() if mid > 0 else None
+    if pool is None:
+        for word, start, _end in auto.find_matches_as_indexes(chunk, overlapping=True):
+            yield word, start
+        return
+    view = memoryview(chunk)
+    later = pool.submit(auto.find_matches_as_indexes, view[mid:], overlapping=True)
+    for word, start, _end in auto.find_matches_as_indexes(view[:mid], overlapping=True):
+        yield word, start
+    for word, start, _end in later.result():
+        yield word, start + mid
 
 
 def _edge(chunk: bytes, state: _State, *, first: bool) -> Line | None:

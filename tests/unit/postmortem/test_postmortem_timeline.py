@@ -171,6 +171,36 @@ def test_small_blocks_give_the_same_matches_line_numbers_and_times_as_one_big_bl
     assert small.last == whole.last
 
 
+def test_a_block_searched_in_two_halves_at_once_finds_what_one_search_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine with a second core each block's keyword search runs in two halves at once
+    (cut at a line end); the matches, exception lines and milestones must not change."""
+    log = tmp_path / "stdout.log"
+    rows = _corpus_log(log, repeat=4)
+    monkeypatch.setattr(timeline, "KEEP_PER_SIGNATURE", 10_000)
+    monkeypatch.setattr(timeline.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(timeline, "BLOCK", 64 << 10)  # many blocks, each cut in two
+    monkeypatch.setattr(timeline, "SPLIT_MIN", 1 << 10)
+    timeline._HALVES.clear()
+    halves = scan_file(log, SIGS)
+    assert timeline._HALVES, "the two-halves search was not used"
+    monkeypatch.setattr(timeline, "SPLIT_MIN", 1 << 40)
+    one = scan_file(log, SIGS)
+
+    def seen(scan: timeline.FileScan) -> tuple[object, ...]:
+        return (
+            [(m.signature, m.line.line, m.line.ts) for m in scan.matches],
+            scan.counts,
+            [(e.line, e.text) for e in scan.exceptions],
+            {k: v.line for k, v in scan.markers.items()},
+            scan.lines,
+        )
+
+    assert seen(halves) == seen(one)
+    assert {(m.signature, m.line.line) for m in halves.matches} == _slow_path(rows)
+
+
 def test_matches_are_counted_in_full_but_only_the_first_few_are_kept(tmp_path: Path) -> None:
     log = tmp_path / "stderr.log"
     line = by_id("vllm-shm-broadcast-no-block").text

@@ -13,8 +13,8 @@ def test_a_new_signature_set_never_gets_an_earlier_sets_automaton():
     half = len(shipped) // 2
     for _ in range(20):  # CPython reuses a freed address at once: one round would do
         first = SignatureSet(shipped[:half])
-        served_first = timeline._automaton(first, ())
+        served_first, _ = timeline._automaton(first, ())
         del first
         second = SignatureSet(shipped[half:])
-        assert timeline._automaton(second, ()) is not served_first
+        assert timeline._automaton(second, ())[0] is not served_first
         del second
