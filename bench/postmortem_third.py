@@ -2,12 +2,12 @@
 
     PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--set NAME] [--cases-dir DIR]
 
-Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default, or
-`fourth`; the folder's README says what they are and how they were labelled; `bench/
-postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way
-`cluster postmortem --logs FILE --json` does (`postmortem_logs` on the excerpt written to a
-file) and prints: total, correct, wrong, unknown, the same per tracker family and per label,
-and every wrong case (file name, label, answer).
+Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default,
+`fourth` or `fifth`; the folder's README says what they are and how they were labelled; `bench/
+postmortem_fourth.py` and `bench/postmortem_fifth.py` are this script with `--set fourth` and
+`--set fifth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
+(`postmortem_logs` on the excerpt written to a file) and prints: total, correct, wrong, unknown,
+the same per tracker family and per label, and every wrong case (file name, label, answer).
 
 `orchestrator` is imported from `sys.path` as Python finds it, so the set can be scored with
 another checkout's code (a pristine worktree at the commit before any rule changed) by putting
@@ -46,7 +46,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
-SETS = ("third", "fourth")
+SETS = ("third", "fourth", "fifth")
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
 # The sets' own vocabulary, frozen with them (not the postmortem's, which has grown since): the
