@@ -11,16 +11,18 @@ path calls, and prints, in one run:
   label), withheld, failures called `ready` (must be 0), per label, the confusions; each also
   as it would be with nothing withheld (`raw`);
 - leave-one-source-out: each tracker family's cases (vllm, sglang, torch-nccl, containerd-moby,
-  hf, kernels, other; by the tracker they were pasted in) diagnosed without the rules written
-  from that family alone (each rule's `provenance`), and judged by a calibration made without
-  that family's cases: right, wrong, per family and overall;
+  hf, kernels, other; by the tracker they were pasted in), of the corpus and of the mined sets
+  (`MINED_SETS`: unseen sets scored once, frozen, then mined), diagnosed without the rules
+  written from that family alone (each rule's `provenance`), and judged by a calibration and a
+  model made without that family's cases: right, wrong, per family and overall;
 - the start-up of `cluster postmortem --logs FILE --json` (median of 5, target <= 0.5 s).
 
 `--cases` names the train misses (held-out cases are never named). `--calibrate` first
-regenerates the data the answers rest on: each signature's `provenance` (written into
-signatures/*.yaml), the exception families' provenance and the per-path precision and threshold
-(calibration.json); the threshold is the lowest that keeps the wrong answers of the train
-split's leave-one-source-out at or under WRONG_TARGET.
+regenerates the data the answers rest on from the train cases (the corpus's train split and the
+mined sets): each signature's `provenance` (written into signatures/*.yaml), the exception
+families' provenance, the per-path precision and threshold (calibration.json) and the model
+(learned.json); each threshold is the lowest that keeps the wrong answers of the train cases'
+leave-one-source-out at or under WRONG_TARGET.
 """
 
 from __future__ import annotations
@@ -63,12 +65,14 @@ from tests.postmortem_corpus import (  # noqa: E402
     cases_of,
     choose_model,
     cutoff,
+    every_case,
     loso,
     measure_provenance,
     raw,
     score,
     shipped_provenance,
     summary_lines,
+    training_cases,
 )
 
 
@@ -83,12 +87,12 @@ def main() -> int:
         prov = measure_provenance()
         write_provenance(prov)
         load_signatures.cache_clear()
-        folds = loso(prov)
+        folds = loso(prov, every_case())
         shipped, per = calibrate(folds, prov, wrong_target=WRONG_TARGET)
         CALIBRATION_FILE.write_text(json.dumps(shipped.as_json(), indent=1) + "\n")
         load_calibration.cache_clear()
         print(f"wrote {CALIBRATION_FILE.relative_to(REPO)} (threshold {shipped.threshold})")
-        rows = score(cases_of("train"), model=LinearModel()).outcomes
+        rows = score(training_cases(), model=LinearModel()).outcomes
         model, _ = choose_model(folds, per, rows, wrong_target=WRONG_TARGET)
         MODEL_FILE.write_text(json.dumps(model.as_json(), separators=(",", ":")) + "\n")
         _shipped_model.cache_clear()
@@ -110,9 +114,9 @@ def main() -> int:
         print(f"  the rules alone (nothing withheld, no model): {rates(raw(s))}")
         print(f"  {took / max(s.total, 1) * 1000:.1f} ms per case ({s.total} cases)")
     prov = shipped_provenance()
-    folds = loso(prov)
+    folds = loso(prov, every_case())
     _, per = calibrate(folds, prov, wrong_target=WRONG_TARGET)
-    rows = score(cases_of("train"), model=LinearModel()).outcomes
+    rows = score(training_cases(), model=LinearModel()).outcomes
     _, models = choose_model(folds, per, rows, wrong_target=WRONG_TARGET)
     print_loso(prov, folds, per, models)
     wall, cpu = startup_s()

@@ -73,6 +73,20 @@ XID_MEANINGS: dict[int, str] = {
     120: "GSP Error",
 }
 XID_TABLE_URL = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+HARDWARE_XIDS: frozenset[int] = frozenset(
+    {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154}
+)
+"""The Xids the table gives to the GPU itself (ECC, NVLink, off the bus, GSP, firmware halt, a
+reset asked for): the cause `nvrm-xid`. Any other (13, 31, 43, 45...) is raised by the work an
+application ran, or cleans up after an earlier error: `nvrm-xid-application`, a symptom.
+signatures/node-kernel.yaml's `nvrm-xid` regex lists the same numbers (a test holds them equal)."""
+
+
+def signature_of(ev: KernelEvent) -> str:
+    """The postmortem signature a cause line becomes (an application's Xid is a symptom)."""
+    if ev.family == "xid" and ev.xid is not None and ev.xid not in HARDWARE_XIDS:
+        return "nvrm-xid-application"
+    return SIGNATURE_OF[ev.family]
 
 
 def xid_meaning(xid: int) -> str:

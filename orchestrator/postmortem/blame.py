@@ -76,6 +76,10 @@ def candidates(
         # whatever the dying process printed after it
         strong = [h for h in own if not sigs.by_id[h.signature].sig.weak]
         first = (strong or own)[0]
+        if not strong and _raised_before(r, first.evidence):
+            # a weak cause (a bare `Killed`, exit -9) after the rank raised an exception is
+            # the end of that failure, not its cause: the exception is read instead
+            continue
         oom = [h for h in own if h.via == "exit" and h.category == "out-of-memory"]
         if oom and r.exit is not None and r.exit.oom_killed:
             first = oom[0]
@@ -328,13 +332,9 @@ def from_hang(ranks: Sequence[RankFacts]) -> Candidate | None:
     )
 
 
-def nccl_only_up(ranks: Sequence[RankFacts]) -> bool:
-    """An NCCL log (nccl-tests, a bare all-reduce): NCCL said its communicator is up, and no
-    engine milestone came after to wait for. Success evidence when nothing failed."""
-    ups = [r.markers.get("dist_init") for r in ranks]
-    if not any(u is not None and "NCCL INFO" in u.text for u in ups):
-        return False
-    return not any(m in r.markers for r in ranks for m in _LATER_THAN_DIST[1:])
+def _raised_before(r: RankFacts, ev: Evidence) -> bool:
+    """The rank printed an exception line (`Cls: message`) before `ev`, in the same file."""
+    return any(e.file == ev.file and e.line < ev.line for e in r.exceptions)
 
 
 def from_laggard(run: RunFacts, ranks: Sequence[RankFacts]) -> Candidate | None:

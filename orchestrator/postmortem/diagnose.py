@@ -23,7 +23,6 @@ from orchestrator.postmortem.blame import (
     from_laggard,
     from_measured,
     from_supervisor,
-    nccl_only_up,
     served_after_the_end,
     weigh_measured,
 )
@@ -140,11 +139,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
                 fallback.evidence.extend(e for e in root.evidence if e not in fallback.evidence)
             root = fallback
     ready = not failed and (
-        any(r.phase == "serving" for r in ranks)
-        or str(verdict.get("outcome")) == "READY"
-        # NCCL's `Init COMPLETE` is the ready marker of an NCCL program (nccl-tests), not of an
-        # engine: a boot whose engine had started and whose log ends after it is still booting
-        or (nccl_only_up(ranks) and not any(r.engine or "server_args" in r.markers for r in ranks))
+        any(r.phase == "serving" for r in ranks) or str(verdict.get("outcome")) == "READY"
     )
     notes = list(run.notes)
     too_late = served_after_the_end(run.measured, ranks, verdict) if ready else None

@@ -35,9 +35,9 @@ from pydantic import ValidationError
 from orchestrator.kernel.model import KERNEL_JSON, KERNEL_LOG, KernelWindow
 from orchestrator.kernel.read import (
     PROCESS_FAMILIES,
-    SIGNATURE_OF,
     KernelEvent,
     family_events,
+    signature_of,
     xid_meaning,
 )
 from orchestrator.postmortem.model import Evidence, Hit, RankFacts
@@ -204,7 +204,7 @@ def kernel_hits(
         evs = list(family_events(log.text, year=_year(log.window, year_fallback)))
         pid_cgroup = {e.pid: e.container for e in evs if e.pid is not None and e.container}
         for ev in evs:
-            signature = SIGNATURE_OF[ev.family]
+            signature = signature_of(ev)
             if signature not in sigs.by_id:
                 continue
             if not ev.cause:  # a link back up, a corrected PCIe error: context, not evidence

@@ -197,3 +197,20 @@ def test_the_keyword_prefilter_finds_every_family_line_the_full_parse_finds() ->
         full = [(e.family, e.line.n, e.cause) for e in events(parse_lines(text))]
         fast = [(e.family, e.line.n, e.cause) for e in family_events(text)]
         assert fast == full
+
+
+def test_only_a_hardware_xid_becomes_the_cause_signature_and_the_yaml_lists_the_same_numbers() -> (
+    None
+):
+    import re
+
+    from orchestrator.kernel.read import HARDWARE_XIDS, classify, parse_line, signature_of
+    from orchestrator.postmortem.signatures import load_signatures
+
+    hw = load_signatures().by_id["nvrm-xid"].sig.patterns[0].regex
+    listed = re.search(r"\): \(([0-9|]+)\)", hw)
+    assert listed is not None and {int(x) for x in listed.group(1).split("|")} == HARDWARE_XIDS
+    for xid, want in ((79, "nvrm-xid"), (13, "nvrm-xid-application"), (45, "nvrm-xid-application")):
+        line = parse_line(1, f"NVRM: Xid (PCI:0000:43:00): {xid}, pid=12, name=python3, x")
+        ev = classify(line)
+        assert ev is not None and signature_of(ev) == want

@@ -147,13 +147,15 @@ def test_distributed_init_begun_and_never_ended_is_a_rendezvous_hang(tmp_path: P
     assert d.root_cause is not None and d.root_cause.confidence == "low"
 
 
-def test_an_nccl_log_that_came_up_with_nothing_failing_is_ready(tmp_path: Path) -> None:
+def test_an_nccl_log_that_came_up_with_nothing_failing_is_no_failure_never_ready(
+    tmp_path: Path,
+) -> None:
     d = diagnose(
         tmp_path,
         "gpu05:24037:24037 [0] NCCL INFO Bootstrap : Using bond0:172.30.52.37<0>\n"
         "tj5-sc-ai-h800r-dev01:532:1764 [1] NCCL INFO Connected all rings\n",
     )
-    assert d.category == "ready"
+    assert (d.category, d.outcome) == ("unknown", "no-failure")  # ready needs a ready marker
     d = diagnose(
         tmp_path,
         "tj5-sc-ai-h800r-dev01:532:1764 [1] NCCL INFO Connected all rings\n"
@@ -171,6 +173,46 @@ def test_a_bare_killed_gives_way_to_the_engines_own_words(tmp_path: Path) -> Non
     )
     assert d.category == "watchdog-timeout"
     assert diagnose(tmp_path, "loading...\nKilled\n").category == "out-of-memory"
+
+
+def test_a_bare_killed_after_the_rank_raised_is_the_end_of_that_failure_not_an_oom(
+    tmp_path: Path,
+) -> None:
+    # the exception the rank raised is read instead (here: no family names it, so the cause
+    # stays unnamed); before, the `Killed` that ends every failed run named it out-of-memory
+    d = diagnose(
+        tmp_path,
+        "[2025-03-09 00:57:15] Traceback (most recent call last):\n"
+        '  File "/app/serve.py", line 3, in <module>\n'
+        "AssertionError: flash attention version 3 is not available\n"
+        "Killed\n",
+    )
+    assert d.category != "out-of-memory"
+    d = diagnose(tmp_path, "AssertionError: x\nKilled\n")
+    assert d.category != "out-of-memory"
+    assert diagnose(tmp_path, "Killed\nAssertionError: later\n").category == "out-of-memory"
+
+
+@pytest.mark.parametrize(
+    ("xid", "category"),
+    [
+        ("79, pid=0, GPU has fallen off the bus.", "gpu-fault"),
+        ("48, An uncorrectable double bit error", "gpu-fault"),
+        (
+            "13, pid='<unknown>', name=<unknown>, Graphics Exception: ESR 0x52e7b0=0x101000e",
+            "unknown",
+        ),
+        ("45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149", "unknown"),
+    ],
+)
+def test_only_a_hardware_xid_names_the_gpu_as_the_cause(
+    tmp_path: Path, xid: str, category: str
+) -> None:
+    # NVIDIA's Xid table: 13/31/43/45 are raised by an application's work (or clean up after
+    # an earlier error); the GPU failing is 79, ECC, NVLink, GSP...
+    d = diagnose(tmp_path, f"[93297.027938] NVRM: Xid (PCI:0000:43:00): {xid}\n")
+    assert d.category == category
+    assert d.outcome != "no-failure"  # an Xid is a failure, named or not
 
 
 def test_a_rank_whose_node_was_lost_is_the_root_not_the_peers_that_raised_first() -> None:
