@@ -207,30 +207,6 @@ async def _run_all(
     return values, errors
 
 
-async def add_peers(
-    inventory: Inventory,
-    transports: Mapping[str, Transport],
-    facts: Sequence[NodeFacts],
-    timeout_s: float = PROBE_TIMEOUT_S,
-) -> tuple[NodeFacts, ...]:
-    """`facts` with every reachable node's SSH-to-peers answer added (a later, separate pass:
-    seven SSH handshakes per node cost seconds, and only the image chain needs them)."""
-
-    async def one(f: NodeFacts) -> NodeFacts:
-        if not f.reachable:
-            return f
-        node = inventory.node(f.node)
-        targets = tuple(peer_target(p) for p in inventory.nodes if p.name != node.name)
-        if not targets:
-            return f
-        values, errors = await _run_all(
-            {"peers": lambda: _ask(transports[node.name], peers_probe(targets), timeout_s)}
-        )
-        return f.model_copy(update={**values, "errors": {**f.errors, **errors}})
-
-    return tuple(await asyncio.gather(*(one(f) for f in facts)))
-
-
 async def gather_facts(
     inventory: Inventory,
     transports: Mapping[str, Transport],
