@@ -83,9 +83,12 @@ signatures/node-kernel.yaml's `nvrm-xid` regex lists the same numbers (a test ho
 
 
 def signature_of(ev: KernelEvent) -> str:
-    """The postmortem signature a cause line becomes (an application's Xid is a symptom)."""
+    """The postmortem signature a line becomes: an application's Xid is a symptom, an
+    uncorrected (fatal) PCIe error a cause (a corrected one stays context)."""
     if ev.family == "xid" and ev.xid is not None and ev.xid not in HARDWARE_XIDS:
         return "nvrm-xid-application"
+    if ev.family == "aer" and ev.cause:
+        return "pcie-aer-fatal"
     return SIGNATURE_OF[ev.family]
 
 

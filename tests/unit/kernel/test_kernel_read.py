@@ -214,3 +214,21 @@ def test_only_a_hardware_xid_becomes_the_cause_signature_and_the_yaml_lists_the_
         line = parse_line(1, f"NVRM: Xid (PCI:0000:43:00): {xid}, pid=12, name=python3, x")
         ev = classify(line)
         assert ev is not None and signature_of(ev) == want
+
+
+def test_an_uncorrected_fatal_pcie_error_is_the_cause_signature_a_corrected_one_is_context() -> (
+    None
+):
+    from orchestrator.kernel.read import classify, parse_line, signature_of
+
+    fatal = classify(
+        parse_line(
+            1,
+            "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
+        )
+    )
+    assert fatal is not None and fatal.cause and signature_of(fatal) == "pcie-aer-fatal"
+    corrected = classify(
+        parse_line(1, "pcieport 0000:00:1c.0: AER: Corrected error received: 0000:00:1c.0")
+    )
+    assert corrected is not None and not corrected.cause
