@@ -4,8 +4,7 @@
 
 Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default,
 `fourth` or `fifth`; the folder's README says what they are and how they were labelled; `bench/
-postmortem_fourth.py` and `bench/postmortem_fifth.py` are this script with `--set fourth` and
-`--set fifth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
+postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
 (`postmortem_logs` on the excerpt written to a file) and prints: total, correct, wrong, unknown,
 the same per tracker family and per label, and every wrong case (file name, label, answer).
 
