@@ -109,7 +109,9 @@ def _wrap_width(lines: list[str]) -> int | None:
     """The width a paste was hard-wrapped at: the longest length several lines share, else the
     length of the longest line when it was cut mid-word (a paste with one long message wraps
     once; no line of a hard-wrapped paste is longer than its width)."""
-    counts = Counter(len(line) for line in lines if len(line) >= WRAP_MIN)
+    # distinct lines only: a record printed twice (a repeated INFO line) shares its length with
+    # itself, which says nothing about a wrap
+    counts = Counter(len(line) for line in set(lines) if len(line) >= WRAP_MIN)
     widths = [w for w, n in counts.items() if n >= WRAP_REPEATS]
     if widths:
         return max(widths)

@@ -55,6 +55,23 @@ def test_one_long_message_wrapped_once_is_joined_back() -> None:
     assert "backend-choice-refused-for-this-gpu" in kinds
 
 
+def test_a_record_printed_twice_is_not_taken_for_a_wrap_width() -> None:
+    # two identical INFO lines share a length; that is one record repeated, not a wrap, and
+    # must not hide the real wrap of the longest line (a TensorRT-LLM paste, fifth set d-0067)
+    info = "[TensorRT-LLM][INFO] [MemUsageChange] allocation in IExecutionContext creation: GPU 12569 (MiB)"
+    text = (
+        f"{info}\n{info}\n"
+        "E1103 02:59:01.152656 81041 backend_model.cc:553] ERROR: Failed to create instance: "
+        "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaSt\n"
+        "ream->get()): out of memory (/app/tensorrt_llm/runtime/tllmBuffers.h:112)\n"
+    )
+    out = tidy_text(text).split("\n")
+    assert out[2].endswith(
+        "mCudaStream->get()): out of memory (/app/tensorrt_llm/runtime/tllmBuffers.h:112)"
+    )
+    assert out[3] == "" and out[0] == out[1] == info
+
+
 def test_a_long_line_followed_by_its_own_record_is_not_joined() -> None:
     # the longest line ends a word and the next is a record of its own: not a wrap
     lines = [
