@@ -229,6 +229,7 @@ class ServingWatch:
                     continue
                 named_at = now  # the record's time: when it was named, before drain and wait
                 await self._sleep(self.cfg.drain_s)  # the other ranks' exits and last lines
+                await self.sup.settle_exits()  # every exit that happened, by when it happened
                 incident = self._judge() or incident
                 if self.halt.is_set() or self._stopped_by_operator():
                     return None

@@ -138,6 +138,22 @@ class Supervisor:
                     self.stop.wait(), max(self.cfg.sample_every_s - elapsed, 0.1)
                 )
 
+    async def settle_exits(self) -> None:
+        """Ask every rank not yet seen exiting for its state now. Exits are noticed by each
+        rank's sampler in turn, and on a busy host one sampler can lag the others by seconds:
+        a judgement after the drain must see every exit that has happened, ordered by when
+        each process ended, not by which sampler noticed it first."""
+        todo = [s for s in self.specs if self.state.rank(s.rank).phase is not RankPhase.exited]
+
+        async def one(spec: RankSpec) -> None:
+            try:
+                state = await self.runtime.state(spec, timeout_s=SAMPLE_TIMEOUT_S)
+            except ClusterError:
+                return  # its node does not answer: the loss watcher's news, not an exit
+            self._note_exit(spec, state)
+
+        await asyncio.gather(*(one(s) for s in todo))
+
     def _note_exit(self, spec: RankSpec, state: ExitState) -> None:
         event = exit_event(spec.rank, state, self.clock())
         if event is None or self.state.rank(spec.rank).phase is RankPhase.exited:
@@ -246,6 +262,7 @@ class Supervisor:
             decided_at = self.clock()
             if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
                 await asyncio.sleep(self.cfg.drain_s)  # let the last lines and exits land
+                await self.settle_exits()
                 # Exits are noticed in sampling order, not in the order they happened: judge
                 # again once every rank's exit is in, by when each process really ended (and
                 # a barrier miss explains the exits that followed it).

@@ -105,8 +105,11 @@ def _verdict(
     return [Finding.verdict(watcher, outcome, message, rank=rank, advice=advice)]
 
 
-def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | None:
-    """When this rank's weights will be in, from its measured read rate; None if unknown."""
+def _predicted_finish(
+    r: RankState, now: float, cfg: WatchConfig, *, steady: bool = False
+) -> float | None:
+    """When this rank's weights will be in, from its measured read rate; None if unknown.
+    `steady`: from the whole load's average alone (the smoothed rate ignored)."""
     if r.phase.finished_loading:
         return r.load_ended_at
     if r.phase is not RankPhase.loading:  # not reading weights yet (or gone): no basis
@@ -118,7 +121,7 @@ def _predicted_finish(r: RankState, now: float, cfg: WatchConfig) -> float | Non
     # sample on a busy host, a pause between shards) must not predict a miss the load as a whole
     # does not; a rank slow throughout is slow by both, and one that collapses mid-load is the
     # stall and page-cache watchers' news until its average falls too.
-    rate = _projection_rate(r)
+    rate = (r.load_rate or r.read_rate or 0.0) if steady else _projection_rate(r)
     if rate <= 0:
         return math.inf
     return now + remaining / rate
@@ -185,7 +188,12 @@ def watch_barrier(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     if s.first_load_end_at is not None:
         opens = s.first_load_end_at
     else:
-        known = [t for t in finishes.values() if t is not None and math.isfinite(t)]
+        # The window will open at the first rank's finish, predicted from each rank's steady
+        # rate (its whole load's average): a smoothed rate that one early or late sample on a
+        # busy host pushed up would open it seconds early and put every other rank "late".
+        # The rank accused still gets the better of its two rates (_predicted_finish).
+        steady = [_predicted_finish(r, now, cfg, steady=True) for r in s.ranks]
+        known = [t for t in steady if t is not None and math.isfinite(t)]
         if len(known) < 1:
             return []
         opens = min(known)

@@ -97,6 +97,21 @@ def test_a_straggler_is_predicted_to_miss_the_barrier_before_any_rank_finishes()
     assert b.state.first_load_end_at is None
 
 
+def test_one_early_sample_of_one_rank_does_not_open_the_window_early_for_the_others():
+    """CI saw three in-time ranks warned beside the straggler on a busy host. Before any rank
+    finishes, the window's opening is predicted; one rank's smoothed rate that a jittered
+    sample pushed up (the bytes it read are the others') opened it seconds early."""
+    b = Boot(nodes=[f"node{k}" for k in range(8)])
+    b.cfg = WatchConfig(barrier_window_s=10, expected_bytes_per_rank=10 * GiB)
+    b.read([200] * 7 + [2], 20)  # rank 7 is the straggler
+    # rank 0's sampler stamps a reading taken 4 s later than its stamp says
+    b.fold(Sample(ts=b.now + 2, rank=0, rchar=b.rchar[0] + 1200 * MB, mem_free=50 * GiB, cached=0))
+    assert b.state.rank(0).read_rate > 1.5 * b.state.rank(0).load_rate
+    b.now += 2
+    warnings = [f for f in b.findings() if f.watcher == "barrier"]
+    assert [w.rank for w in warnings] == [7]
+
+
 def test_a_rank_only_slightly_slow_but_in_time_raises_no_warning():
     b = Boot()
     b.read([200, 200, 200, 150], 60)  # rank 3 finishes ~18 s after the first: well inside 480 s
