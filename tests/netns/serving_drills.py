@@ -2,7 +2,7 @@
 
 The drills boot with the real CLI through test_boot_netns's `boots` fixture. A drill that needs
 a recipe of its own (a short `timeouts.wedge`, a `restart:` block: what an operator would write)
-writes it beside the test and points `test_boot_netns.RECIPE` at it for that test.
+writes it beside the test and boots it (`boots(..., recipe=path)`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,19 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from orchestrator.paths import builtin_recipes_dir
 from orchestrator.testbed import Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import RECIPE, BootProc, line_time, lines_of, preserved
 
-HEAD = "http://198.18.0.10:30000"  # rank 0's management address on the testbed
+PORT = 30000  # the recipe's serving port
+
+
+def head_url(tb: Testbed) -> str:
+    """Rank 0's serving address on this testbed (its node's management address)."""
+    return f"http://{tb.node(0).mgmt_addr}:{PORT}"
+
+
 FIRED_UP = b"The server is fired up and ready to roll!"
 
 
@@ -42,11 +47,6 @@ def drill_recipe(folder: Path, *, wedge: float | None = None, restart: str | Non
     path = folder / f"{RECIPE}.yaml"
     path.write_text(text)
     return path
-
-
-def use_recipe(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
-    """This test's boots use `path` (start_boot reads the module's RECIPE when it starts one)."""
-    monkeypatch.setattr(test_boot_netns, "RECIPE", str(path))
 
 
 def alive(pid: int) -> bool:
@@ -74,10 +74,10 @@ def watcher_pid(boot: BootProc) -> int:
     return pid
 
 
-def health(timeout: float = 10) -> int | None:
+def health(tb: Testbed, timeout: float = 10) -> int | None:
     """The head's /health status code (None: no answer)."""
     try:
-        with urllib.request.urlopen(f"{HEAD}/health", timeout=timeout) as resp:
+        with urllib.request.urlopen(f"{head_url(tb)}/health", timeout=timeout) as resp:
             return int(resp.status)
     except (urllib.error.URLError, OSError):
         return None

@@ -324,8 +324,8 @@ def boots(
     # refuse this boot (its ports are taken): start from empty nodes.
     remove_run_containers(clean_testbed)
 
-    def start(*extra: str, name: str = "boot") -> BootProc:
-        b = start_boot(clean_testbed, state_home, tmp_path, *extra, name=name)
+    def start(*extra: str, name: str = "boot", recipe: str | None = None) -> BootProc:
+        b = start_boot(clean_testbed, state_home, tmp_path, *extra, name=name, recipe=recipe)
         started.append(b)
         return b
 

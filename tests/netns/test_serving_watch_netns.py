@@ -42,17 +42,16 @@ from orchestrator.testbed import Testbed
 from orchestrator.watch import watch_run
 from tests.netns import test_boot_netns
 from tests.netns.serving_drills import (
-    HEAD,
     alive,
     container_memory,
     docker_time,
     drill_recipe,
     end_watch,
     head_served_at,
+    head_url,
     health,
     incidents,
     start_supervise,
-    use_recipe,
     wait_gone,
     watcher_pid,
 )
@@ -149,13 +148,12 @@ def test_a_rank_dying_while_serving_is_rank_died_within_30_s_and_restart_max_2_b
     boots: Callable[..., BootProc],
     state_home: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    use_recipe(monkeypatch, drill_recipe(tmp_path / "recipe", restart=RESTART))
+    recipe = str(drill_recipe(tmp_path / "recipe", restart=RESTART))
     # The fault is in every rank's launch plan: each attempt's rank 3 exits (code 3, with a
     # traceback) DIES_AFTER_S into serving; the detached watcher brings the group back.
     fault = f"rank={DIES}:exit-at=serving:after={DIES_AFTER_S}:code=3"
-    boot = boots("--json", "--watch", "--sim-fault", fault)
+    boot = boots("--json", "--watch", "--sim-fault", fault, recipe=recipe)
     verdict = boot.wait()
     assert verdict["outcome"] == "READY", verdict
     watcher = watcher_pid(boot)
@@ -243,10 +241,10 @@ def test_a_watcher_killed_while_serving_is_resumed_by_supervise_without_a_gap_an
     boots: Callable[..., BootProc],
     state_home: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    use_recipe(monkeypatch, drill_recipe(tmp_path / "recipe", wedge=WEDGE_S))
-    boot = boots("--json", "--watch", "--sim-fault", f"rank=0:hang-at=serving:after={HANG_AFTER_S}")
+    recipe = str(drill_recipe(tmp_path / "recipe", wedge=WEDGE_S))
+    hang = f"rank=0:hang-at=serving:after={HANG_AFTER_S}"
+    boot = boots("--json", "--watch", "--sim-fault", hang, recipe=recipe)
     verdict = boot.wait()
     assert verdict["outcome"] == "READY", verdict
     watcher = watcher_pid(boot)
@@ -257,7 +255,7 @@ def test_a_watcher_killed_while_serving_is_resumed_by_supervise_without_a_gap_an
         wait_gone(watcher)
         killed = time.time()
         for k in range(GAP_LINES):  # the head prints an access line for each: the gap's lines
-            with urllib.request.urlopen(f"{HEAD}/health?gap-{k}", timeout=10) as resp:
+            with urllib.request.urlopen(f"{head_url(testbed)}/health?gap-{k}", timeout=10) as resp:
                 assert resp.status == 200
         supervise = start_supervise(state_home, boot.run, out)
         kept = boot.run / "rank-0" / "stderr.log"
@@ -281,7 +279,7 @@ def test_a_watcher_killed_while_serving_is_resumed_by_supervise_without_a_gap_an
 
         # The resumed watch names the wedge: rank 0 stops answering, /health still says 200.
         found = wait_for("WEDGED", lambda: incidents(boot), timeout=HANG_AFTER_S + WEDGE_S + 90)
-        assert health() == 200  # still, while no request finishes
+        assert health(testbed) == 200  # still, while no request finishes
         (incident,) = found
         hung = head_served_at(boot.run) + HANG_AFTER_S
         named = float(incident["ts"]) - hung
