@@ -36,15 +36,20 @@ def meminfo() -> dict[str, int]:
 
 
 def cgroup_dir(pid: int) -> str | None:
-    """The folder listing every process of PID's cgroup (its container), v2 or v1."""
+    """The folder listing every process of PID's cgroup (its container), v2 or v1; None when
+    PID is gone (a rank that exits while it is sampled: a normal end, not a failed sample)."""
     v1: dict[str, str] = {}
-    with open(f"/proc/{pid}/cgroup") as fh:
-        for line in fh:
-            hier, controllers, path = line.strip().split(":", 2)
-            if hier == "0" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-                return "/sys/fs/cgroup" + path  # cgroup v2: one unified tree
-            for c in controllers.split(","):
-                v1[c] = path
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hier, controllers, path = line.strip().split(":", 2)
+        if hier == "0" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            return "/sys/fs/cgroup" + path  # cgroup v2: one unified tree
+        for c in controllers.split(","):
+            v1[c] = path
     for controller in ("pids", "memory", "cpu", "blkio"):  # cgroup v1: any controller's folder
         if controller in v1:
             folder = f"/sys/fs/cgroup/{controller}{v1[controller]}"
@@ -174,8 +179,11 @@ def rank_pids(pid: int) -> list[int]:
     cg = cgroup_dir(pid)
     pids = descendants(pid)  # where /sys/fs/cgroup is hidden (`ip netns exec` remounts /sys)
     if cg and os.path.exists(os.path.join(cg, "cgroup.procs")):
-        with open(os.path.join(cg, "cgroup.procs")) as fh:
-            pids = [int(x) for x in fh.read().split()] or pids
+        try:
+            with open(os.path.join(cg, "cgroup.procs")) as fh:
+                pids = [int(x) for x in fh.read().split()] or pids
+        except OSError:  # the cgroup went with its last process
+            pass
     return pids
 
 
@@ -202,11 +210,14 @@ def io_sums(pid: int) -> tuple[int | None, int | None, str]:
         return rchar, read_bytes, "proc-io"
     if cg and os.path.exists(os.path.join(cg, "io.stat")):
         total = 0
-        with open(os.path.join(cg, "io.stat")) as fh:
-            for line in fh:
-                for field in line.split()[1:]:
-                    if field.startswith("rbytes="):
-                        total += int(field[7:])
+        try:
+            with open(os.path.join(cg, "io.stat")) as fh:
+                for line in fh:
+                    for field in line.split()[1:]:
+                        if field.startswith("rbytes="):
+                            total += int(field[7:])
+        except OSError:  # the cgroup went with its last process
+            return None, None, "none"
         return total, total, "cgroup-io.stat"
     return None, None, "none"
 
