@@ -32,6 +32,31 @@ while True:
     held.append(conn)
 """
 
+# A docker that runs a test's shell before one subcommand, then execs the real one.
+_DOCKER_HOOK = """#!/bin/sh
+# Fault injected by orchestrator.testbed (Testbed.hook_docker) before `docker {subcommand}`.
+REAL={real}
+skip=0
+for a in "$@"; do
+  if [ "$skip" = 1 ]; then skip=0; continue; fi
+  case "$a" in
+    -H|--host|-c|--context|--config|-l|--log-level) skip=1 ;;
+    {subcommand}) {before}; break ;;
+    -*) ;;
+    *) break ;;
+  esac
+done
+exec "$REAL" "$@"
+"""
+
+
+def docker_hook_script(subcommand: str, before: str, real: str = REAL_DOCKER) -> str:
+    """The wrapper `Testbed.hook_docker` installs (file content; `before` is the test's shell)."""
+    if not subcommand.isalpha():
+        raise TestbedError(f"docker subcommand {subcommand!r}: expected a word such as run")
+    return _DOCKER_HOOK.format(subcommand=subcommand, before=before, real=shlex.quote(real))
+
+
 # The lazy-unpack docker wrapper. Filled with str.format (paths shell-quoted); it is file content.
 _DOCKER_WRAPPER = """#!/bin/sh
 # Fault injected by orchestrator.testbed (lazy-unpack): after every `docker load`, the next
@@ -151,6 +176,22 @@ class FaultsMixin(SessionMixin):
 
     # ---- faults: docker wrapper ------------------------------------------------------------
 
+    def _install_docker(self, nd: Node, script: str) -> Path:
+        """`script` as the `docker` first on the node's SSH PATH (`heal` removes it)."""
+        wrapper = nd.bin_dir / "docker"
+        tmp = wrapper.with_suffix(".tmp")
+        tmp.write_text(script)
+        os.chmod(tmp, 0o755)  # noqa: S103 - a wrapper the node's SSH sessions must execute
+        os.replace(tmp, wrapper)
+        return wrapper
+
+    def hook_docker(self, node: int | str | Node, subcommand: str, before: str) -> Path:
+        """Put a `docker` first on the node's SSH PATH that runs the shell `before` when the
+        command is `docker SUBCOMMAND` (global options such as `-H` skipped), then the real
+        docker with the same arguments (`$REAL` inside `before`). A test's fault: a held-back
+        `docker run`, a gate the test opens, an image pruned before a load."""
+        return self._install_docker(self.node(node), docker_hook_script(subcommand, before))
+
     def install_docker_wrapper(self, node: int | str | Node, failures: int = 1) -> Path:
         """Put a `docker` first on the node's SSH PATH that makes the first `failures`
         `docker run`/`docker create` after each `docker load` exit 125 with containerd's
@@ -168,12 +209,7 @@ class FaultsMixin(SessionMixin):
             failures=int(failures),
             message=shlex.quote(LAZY_UNPACK_ERROR),
         )
-        wrapper = nd.bin_dir / "docker"
-        tmp = wrapper.with_suffix(".tmp")
-        tmp.write_text(script)
-        os.chmod(tmp, 0o755)  # noqa: S103 - a wrapper the node's dockerd must execute
-        os.replace(tmp, wrapper)
-        return wrapper
+        return self._install_docker(nd, script)
 
     def docker_wrapper_stats(self, node: int | str | Node) -> dict[str, Any]:
         """{'installed', 'remaining', 'failed', 'calls'} of a node's lazy-unpack wrapper."""

@@ -22,7 +22,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shlex
 import shutil
 import time
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.testbed import REAL_DOCKER, Testbed
+from orchestrator.testbed import Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import (
     RANKS,
@@ -64,22 +63,6 @@ LATE_RANK = 5
 LATE_BY_S = 25.0
 LATE_CONNECT_S = 45
 POSTMORTEM_S = 120.0
-
-# Test-local wrapper, first on the node's SSH PATH: its `docker run` waits LATE_BY_S (a slow
-# image unpack, a busy node), then runs for real. `heal` removes it (bin_dir/docker).
-_SLOW_START = """#!/bin/sh
-skip=0
-for a in "$@"; do
-  if [ "$skip" = 1 ]; then skip=0; continue; fi
-  case "$a" in
-    -H|--host|-c|--context|--config|-l|--log-level) skip=1 ;;
-    run) sleep {delay}; break ;;
-    -*) ;;
-    *) break ;;
-  esac
-done
-exec {real} "$@"
-"""
 
 
 # -- one set-up for the module, one boot per drill -------------------------------------------
@@ -233,13 +216,9 @@ def patient_recipe(folder: Path, name: str, connect_s: int) -> Path:
 
 
 def hold_back_docker_run(tb: Testbed, node: int, delay_s: float) -> Path:
-    nd = tb.node(node)
-    wrapper = nd.bin_dir / "docker"
-    tmp = wrapper.with_suffix(".tmp")
-    tmp.write_text(_SLOW_START.format(delay=f"{delay_s:g}", real=shlex.quote(REAL_DOCKER)))
-    os.chmod(tmp, 0o755)  # a wrapper the node's SSH sessions must execute
-    os.replace(tmp, wrapper)
-    return wrapper
+    """The node's `docker run` waits `delay_s` (a slow image unpack, a busy node), then runs for
+    real; `heal` removes the wrapper."""
+    return tb.hook_docker(node, "run", f"sleep {delay_s:g}")
 
 
 def test_a_rank_whose_start_is_held_back_is_blamed_with_its_delay(

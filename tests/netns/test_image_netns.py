@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -329,13 +330,6 @@ def _hold_old_tag_only(tb: Testbed, layered: Layered) -> None:
 
 # On `docker load` (once), first remove OLD: the base layer the plan saw there is gone, as after
 # a prune between the plan and the load, so the partial archive cannot be loaded.
-_PRUNE_BEFORE_LOAD = """#!/bin/sh
-if [ "$1" = load ] && [ ! -e {mark} ]; then
-    : >{mark}
-    {real} rmi -f {old} >/dev/null 2>&1
-fi
-exec {real} "$@"
-"""
 
 
 def test_a_new_tag_sends_only_its_new_layer_and_a_node_that_cannot_load_it_gets_the_whole_image(
@@ -343,11 +337,11 @@ def test_a_new_tag_sends_only_its_new_layer_and_a_node_that_cannot_load_it_gets_
 ):
     tb = clean_testbed
     _hold_old_tag_only(tb, layered)
-    wrapper = tb.node(2).bin_dir / "docker"
-    wrapper.write_text(
-        _PRUNE_BEFORE_LOAD.format(mark=tb.node(2).faults_dir / "pruned", real=REAL_DOCKER, old=OLD)
+    mark = shlex.quote(str(tb.node(2).faults_dir / "pruned"))
+    prune = (
+        f'if [ ! -e {mark} ]; then : >{mark}; "$REAL" rmi -f {shlex.quote(OLD)} >/dev/null 2>&1; fi'
     )
-    wrapper.chmod(0o755)
+    wrapper = tb.hook_docker(2, "load", prune)
     env = {"DOCKER_HOST": push_image.controller_docker_host}
     inv = str(tb.inventory)
     code, out, err, _ = cluster("image", "status", NEW, "-i", inv, "--json", env=env)

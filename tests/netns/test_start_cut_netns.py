@@ -5,7 +5,6 @@ NODE_LOST (not a rendezvous stall of ranks never started), and the postmortem bl
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import threading
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.testbed import REAL_DOCKER, Testbed
+from orchestrator.testbed import Testbed
 from tests.netns import test_boot_netns
 from tests.netns.test_boot_netns import CLUSTER, BootProc, cli_env, event_time, wait_for
 
@@ -27,33 +26,15 @@ boots = test_boot_netns.boots
 
 CUT = 5
 CUT_FOR_S = 75.0
-# Test-local wrapper: the node's `docker run` says it began (a marker file), waits for the
-# test to cut the node's management link, then runs for real.
-_GATE = """#!/bin/sh
-skip=0
-for a in "$@"; do
-  if [ "$skip" = 1 ]; then skip=0; continue; fi
-  case "$a" in
-    -H|--host|-c|--context|--config|-l|--log-level) skip=1 ;;
-    run) touch {marker}; sleep 3; break ;;
-    -*) ;;
-    *) break ;;
-  esac
-done
-exec {real} "$@"
-"""
 
 
 def install_start_gate(tb: Testbed, node: int) -> Path:
-    nd = tb.node(node)
-    marker = nd.faults_dir / "start-gate" / "began"
+    """The node's `docker run` says it began (a marker file), waits for the test to cut the
+    node's management link, then runs for real; `heal` removes the wrapper."""
+    marker = tb.node(node).faults_dir / "start-gate" / "began"
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)
-    wrapper = nd.bin_dir / "docker"
-    tmp = wrapper.with_suffix(".tmp")
-    tmp.write_text(_GATE.format(marker=shlex.quote(str(marker)), real=shlex.quote(REAL_DOCKER)))
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, wrapper)  # `heal` removes it after the test
+    tb.hook_docker(node, "run", f"touch {shlex.quote(str(marker))}; sleep 3")
     return marker
 
 

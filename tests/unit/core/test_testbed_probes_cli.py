@@ -1,15 +1,19 @@
-"""The testbed's Unix-socket probes (a daemon is up when its socket answers) and its fault
-parser (every fault names its node first), without a testbed: a socket in tmp_path, argparse."""
+"""The testbed's Unix-socket probes (a daemon is up when its socket answers), its fault parser
+(every fault names its node first) and its docker hook, without a testbed: a socket in
+tmp_path, argparse, the hook run by sh over a fake docker."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
 from orchestrator.testbed.cli import _build_parser
+from orchestrator.testbed.errors import TestbedError
+from orchestrator.testbed.faults import docker_hook_script
 from orchestrator.testbed.probes import _docker_ping, _unix_connects
 
 
@@ -62,3 +66,29 @@ def test_each_fault_parses_its_node_first(argv: list[str], want: dict[str, objec
 def test_a_fault_on_an_unknown_network_is_refused() -> None:
     with pytest.raises(SystemExit):
         _build_parser().parse_args(["fault", "delay", "n1", "wan", "50ms"])
+
+
+def test_the_docker_hook_runs_the_tests_shell_before_its_subcommand_only(tmp_path: Path) -> None:
+    """`Testbed.hook_docker`'s wrapper: the hook runs before `docker run` (after global options
+    such as -H), never before another subcommand, and the real docker gets every argument."""
+    real = tmp_path / "real-docker"
+    real.write_text('#!/bin/sh\necho "real: $*"\n')
+    real.chmod(0o755)
+    hooked = tmp_path / "docker"
+    hooked.write_text(docker_hook_script("run", f"echo hooked >>{tmp_path / 'log'}", str(real)))
+    hooked.chmod(0o755)
+
+    def call(*args: str) -> str:
+        return subprocess.run(
+            [str(hooked), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    assert (
+        call("-H", "unix:///x.sock", "run", "--rm", "img")
+        == "real: -H unix:///x.sock run --rm img\n"
+    )
+    assert call("ps", "-a") == "real: ps -a\n"
+    assert call("--log-level", "debug", "images") == "real: --log-level debug images\n"
+    assert (tmp_path / "log").read_text() == "hooked\n"  # once: before `run` alone
+    with pytest.raises(TestbedError):
+        docker_hook_script("run; rm -rf /", ":")
