@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,23 @@ def drill_recipe(folder: Path, *, wedge: float | None = None, restart: str | Non
     path = folder / f"{RECIPE}.yaml"
     path.write_text(text)
     return path
+
+
+def watched_boot(
+    boots: Callable[..., BootProc],
+    folder: Path,
+    fault: str,
+    *,
+    wedge: float | None = None,
+    restart: str | None = None,
+) -> tuple[BootProc, int]:
+    """`cluster boot --watch` of the drill recipe with `fault`, READY: the boot and the pid of
+    the detached serving watch it handed over to."""
+    recipe = drill_recipe(folder, wedge=wedge, restart=restart)
+    boot = boots("--json", "--watch", "--sim-fault", fault, recipe=str(recipe))
+    verdict = boot.wait()
+    assert verdict["outcome"] == "READY", verdict
+    return boot, watcher_pid(boot)
 
 
 def alive(pid: int) -> bool:

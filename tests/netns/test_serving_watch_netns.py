@@ -45,7 +45,6 @@ from tests.netns.serving_drills import (
     alive,
     container_memory,
     docker_time,
-    drill_recipe,
     end_watch,
     head_served_at,
     head_url,
@@ -53,7 +52,7 @@ from tests.netns.serving_drills import (
     incidents,
     start_supervise,
     wait_gone,
-    watcher_pid,
+    watched_boot,
 )
 from tests.netns.test_boot_netns import (
     RANKS,
@@ -149,14 +148,10 @@ def test_a_rank_dying_while_serving_is_rank_died_within_30_s_and_restart_max_2_b
     state_home: Path,
     tmp_path: Path,
 ) -> None:
-    recipe = str(drill_recipe(tmp_path / "recipe", restart=RESTART))
     # The fault is in every rank's launch plan: each attempt's rank 3 exits (code 3, with a
     # traceback) DIES_AFTER_S into serving; the detached watcher brings the group back.
     fault = f"rank={DIES}:exit-at=serving:after={DIES_AFTER_S}:code=3"
-    boot = boots("--json", "--watch", "--sim-fault", fault, recipe=recipe)
-    verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
-    watcher = watcher_pid(boot)
+    boot, watcher = watched_boot(boots, tmp_path / "recipe", fault, restart=RESTART)
     try:
         final = wait_for(
             "the third death, final",
@@ -242,12 +237,8 @@ def test_a_watcher_killed_while_serving_is_resumed_by_supervise_without_a_gap_an
     state_home: Path,
     tmp_path: Path,
 ) -> None:
-    recipe = str(drill_recipe(tmp_path / "recipe", wedge=WEDGE_S))
     hang = f"rank=0:hang-at=serving:after={HANG_AFTER_S}"
-    boot = boots("--json", "--watch", "--sim-fault", hang, recipe=recipe)
-    verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
-    watcher = watcher_pid(boot)
+    boot, watcher = watched_boot(boots, tmp_path / "recipe", hang, wedge=WEDGE_S)
     supervise: subprocess.Popen[bytes] | None = None
     out = tmp_path / "supervise.out"
     try:
