@@ -641,7 +641,7 @@ async def ensure_image(
             expected_digest=recipe.image.digest,
             platform=recipe.image.platform,
             ready_window_s=float(recipe.timeouts.exec_ready),
-            connect_timeout_s=options.connect.connect_timeout_s,
+            connect=options.connect,
             probe_all=True,  # nodes that already held it are proven runnable too
         ),
     )

@@ -32,6 +32,7 @@ from orchestrator.images import (
     push_image,
 )
 from orchestrator.probes.exec_ready import DEFAULT_WINDOW_S, ExecReadiness
+from orchestrator.transport import ConnectOptions
 
 app = typer.Typer(
     help="Distribute the serving image to every node and probe that each can run it.",
@@ -274,7 +275,7 @@ def push(
         compress=compress.value,
         mode=mode.value,
         fanout_streams=streams,
-        connect_timeout_s=connect_timeout,
+        connect=ConnectOptions(connect_timeout_s=connect_timeout),
         stall_timeout_s=stall_timeout,
         probe=not no_probe,
         probe_all=probe_all,

@@ -20,6 +20,7 @@ from orchestrator.errors import ConfigError, UnhealthyCluster
 from orchestrator.models.inventory import Inventory
 from orchestrator.preflight.model import PreflightLimits
 from orchestrator.recipes import resolve_recipe
+from orchestrator.transport import ConnectOptions
 from orchestrator.weights.checks import _flag
 from orchestrator.weights.model import (
     GIB,
@@ -146,7 +147,7 @@ def push(
     inv = open_inventory(inventory, quiet=json_out)
     target, flags = _dest(inv, model_dir.name, dest, recipe) if dest or recipe else (None, ())
     options = WeightsOptions(
-        connect_timeout_s=connect_timeout,
+        connect=ConnectOptions(connect_timeout_s=connect_timeout),
         stall_timeout_s=stall_timeout,
         headroom_bytes=int(headroom_gib * GIB),
         verify=verify,

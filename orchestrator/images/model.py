@@ -5,13 +5,12 @@ push reports alike (a node as asked, a round, a node's row, the mode) is in `mod
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field
 
-from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ImageError
 from orchestrator.images.layers import LayerPlan
 from orchestrator.models.base import StrictModel
@@ -27,7 +26,7 @@ from orchestrator.probes.image import (
     ImageStoreKind,
     identity_of,
 )
-from orchestrator.transport import Transport
+from orchestrator.transport import ConnectOptions, Transport
 
 
 class SourceKind(StrEnum):
@@ -236,7 +235,9 @@ class PushOptions:
     compress: str = "auto"  # auto | zstd | none
     mode: str = "auto"  # auto | chain | fanout
     fanout_streams: int = 4
-    connect_timeout_s: float = DEADLINES.connect_s
+    # How the push reaches the nodes: the caller's whole ConnectOptions (host-key policy,
+    # keepalives, channel budget), not a timeout the push would rebuild them from.
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
     stall_timeout_s: float = 15.0  # a hop that moves nothing this long is dead
     max_rounds: int = 3
     probe: bool = True  # exec-readiness on every node that loaded
@@ -245,6 +246,10 @@ class PushOptions:
     ready_command: tuple[str, ...] = ("/bin/sh", "-c", "true")
     expected_digest: str | None = None
     platform: str | None = None
+
+    @property
+    def connect_timeout_s(self) -> float:
+        return self.connect.connect_timeout_s
 
 
 @dataclass(frozen=True)

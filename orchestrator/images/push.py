@@ -56,7 +56,7 @@ from orchestrator.probes.image import (
     image_inspect_probe,
     same_image,
 )
-from orchestrator.transport import ConnectOptions, Transport
+from orchestrator.transport import Transport
 from orchestrator.transport.pool import node_transports
 
 SAMPLE_BYTES = 16 << 20
@@ -79,8 +79,7 @@ async def push_image(
     options = options or PushOptions()
     emit: EventSink = on_event or (lambda _e: None)
     started = time.monotonic()
-    copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
-    async with node_transports(inventory, copts, factory) as transports:
+    async with node_transports(inventory, options.connect, factory) as transports:
         return await _push(inventory, reference, source, options, emit, started, transports)
 
 

@@ -4,16 +4,16 @@ image push (a node as asked, a round, a node's row) are in `models/push.py`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from pydantic import Field
 
-from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import WeightsError
 from orchestrator.models.base import StrictModel
 from orchestrator.models.push import AskedNode, PushedNode, PushRound
+from orchestrator.transport import ConnectOptions
 
 DEFAULT_ROOT = "/models"
 GIB = 1 << 30
@@ -101,7 +101,8 @@ class WeightsReport(StrictModel):
 
 @dataclass(frozen=True)
 class WeightsOptions:
-    connect_timeout_s: float = DEADLINES.connect_s
+    # How the push reaches the nodes: the caller's whole ConnectOptions, as for an image push.
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
     stall_timeout_s: float = 15.0  # a hop that moves nothing this long is dead
     max_rounds: int = 3
     headroom_bytes: int = 1 * GIB  # free space kept beyond what is sent
@@ -109,6 +110,10 @@ class WeightsOptions:
     verify: bool = False  # re-hash every node's copy before deciding what to send
     engine_args: tuple[str, ...] = ()  # the recipe's flags (which config/tokenizer files count)
     check_model: bool = True
+
+    @property
+    def connect_timeout_s(self) -> float:
+        return self.connect.connect_timeout_s
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from orchestrator.images.pump import _spawn_stream, _Stream
 from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.push import Mode
-from orchestrator.transport import ConnectOptions, Transport, TransportFactory
+from orchestrator.transport import Transport, TransportFactory
 from orchestrator.transport.pool import node_transports
 from orchestrator.weights.checks import check_model
 from orchestrator.weights.manifest import manifest_of
@@ -97,8 +97,7 @@ async def push_weights(
                 more=tuple(problems[1:]),
             )
     target = resolve_dest(inventory, src.default_name, dest, host_dir)
-    copts = ConnectOptions(connect_timeout_s=options.connect_timeout_s)
-    async with node_transports(inventory, copts, factory) as transports:
+    async with node_transports(inventory, options.connect, factory) as transports:
         return await _Push(inventory, src, target, options, emit, started, transports).run()
 
 
@@ -135,7 +134,7 @@ class _Push:
         chain_options = PushOptions(
             compress="none",
             mode="chain",
-            connect_timeout_s=options.connect_timeout_s,
+            connect=options.connect,
             stall_timeout_s=options.stall_timeout_s,
         )
         self.ctx = ChainContext(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator.models.inventory import Node
-from orchestrator.transport.base import CommandResult
+from orchestrator.transport.base import CommandResult, ConnectOptions
 from orchestrator.weights.model import WeightsOptions
 from orchestrator.weights.nodes import VERIFY_PROBE_S, probe_timeout_s
 from orchestrator.weights.push import push_weights
@@ -77,6 +77,6 @@ async def test_weights_push_gives_its_first_probe_the_same_deadline(
 ) -> None:
     made, factory = _fleet()
     model = make_model(tmp_path / "org" / "m", shards=1, shard_bytes=1 << 16)
-    options = WeightsOptions(verify=verify, connect_timeout_s=3.0)
+    options = WeightsOptions(verify=verify, connect=ConnectOptions(connect_timeout_s=3.0))
     await push_weights(INVENTORY, model, dest="/models/m", options=options, factory=factory)
     assert {n: t.deadlines[0] for n, t in made.items()} == {"n0": want, "n1": want}
