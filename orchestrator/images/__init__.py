@@ -22,8 +22,8 @@ Pure core, thin edge:
 
 `cluster boot` calls `push_image(inventory, recipe.image.reference, options=PushOptions(
 expected_digest=recipe.image.digest, platform=recipe.image.platform, ready_window_s=recipe.
-timeouts.exec_ready, connect=<the boot's ConnectOptions>))` and then `report.raise_for_failures()`; `probe_exec_ready` alone when
-nothing needs pushing.
+timeouts.exec_ready, connect=<the boot's ConnectOptions>))` and then
+`report.raise_for_failures()`; `probe_exec_ready` alone when nothing needs pushing.
 
 The package, by what each module owns:
 
