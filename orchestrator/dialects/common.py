@@ -29,6 +29,15 @@ MARKERS = (
     marker(M.ready, None, "Uvicorn running on"),
     # uvicorn's access log: a request answered 200
     marker(M.traffic, None, "HTTP/1.1", r'"(?:GET|POST) /\S* HTTP/1\.1" 200'),
+    # ollama (server.go), for pasted logs: its llama.cpp runner answers, and gin's access log
+    # of a model request answered 200 (not `HEAD /`, `/api/tags`: those need no model)
+    marker(M.ready, None, "llama runner started in", r"llama runner started in [\d.]+ ?m?s"),
+    marker(
+        M.traffic,
+        None,
+        "[GIN]",
+        r'\[GIN\] .*\| 200 \|.*\| +POST +"/(?:api/(?:chat|generate|embed|embeddings)|v1/\S+)"',
+    ),
     marker(M.error, None, "Traceback", r"Traceback \(most recent call last\)"),
     marker(M.error, None, "ERROR", r"\bERROR\b"),
     marker(M.error, None, "Error:"),

@@ -32,6 +32,9 @@ MARKERS = (
     marker(M.warmup, ENGINE, "Available KV cache memory", r"Available KV cache memory: \d"),
     marker(M.warmup, ENGINE, "GPU KV cache size", r"GPU KV cache size: [\d,]+ tokens"),
     marker(M.warmup, ENGINE, "init engine (profile", r"init engine \(profile"),
+    # the executor's KV cache size before V1 (vllm/executor/*: "# %s blocks: %d, # CPU blocks:
+    # %d", the device named GPU, cuda, HPU, TPU...)
+    marker(M.warmup, ENGINE, "# CPU blocks:", r"# \w+ blocks: \d+, # CPU blocks: \d+"),
     marker(M.warmup, ENGINE, "Capturing CUDA graph", r"Capturing CUDA graphs?"),
     marker(M.ready, ENGINE, "Starting vLLM", r"Starting vLLM (?:API )?server(?: \d+)? on"),
     marker(M.ready, ENGINE, "Available routes are", r"Available routes are:"),

@@ -253,10 +253,13 @@ FAMILIES: tuple[Family, ...] = (
         "the weight files (safetensors or torch.load)",
     ),
     # a hub lookup (or a missing local file) for a weight shard is the weights', not the config's
+    # (requests' HTTPError is what the hub client chains its EntryNotFoundError from: a 404 on
+    # `.../resolve/main/unet/diffusion_pytorch_model.bin`)
     _f(
         "weights-files",
         "medium",
-        r"EntryNotFound|LocalEntryNotFound|FileNotFound|HfHubHTTP|OSError|IncompleteSnapshot",
+        r"EntryNotFound|LocalEntryNotFound|FileNotFound|HfHubHTTP|OSError|IncompleteSnapshot|"
+        r"^HTTPError$",
         r"\.safetensors|\.bin\b|\.pt\b|\.gguf\b|\.pth\b|model weights|\bshards?\b",
         "a weight shard that is not there",
     ),

@@ -279,6 +279,8 @@ def _scan(
                 found_markers.append((*hit, marker))
                 seen_names.add(name)
             wanted = still
+        if found_markers and not any(n in result.markers for n in ENGINE_STARTS):
+            found_markers, wanted = _serving_after_start(chunk, found_markers, result, wanted)
         # 3. line numbers for the candidates, in one forward count
         starts = sorted(
             set(candidates) | {ls for ls, _, _ in found_markers} | {ls for ls, _ in exc_lines}
@@ -393,6 +395,48 @@ def _first_marker(chunk: bytes, marker: Marker, at: list[int]) -> tuple[int, int
     positions: Iterable[int] = at
     if len(at) >= MARKER_TRIES:
         positions = _occurrences(chunk, marker.keyword.encode(), at[0])
+    return _first_agreeing(chunk, marker, positions)
+
+
+# The milestones that say an engine is starting: a serving line before the first of them is
+# not that engine's.
+ENGINE_STARTS = frozenset({"server_args", "dist_begin", "load_begin"})
+SERVING = frozenset(m.milestone.value for m in MARKERS if m.phase and m.phase.value == "serving")
+
+
+def _serving_after_start(
+    chunk: bytes, found: list[tuple[int, int, Marker]], result: FileScan, wanted: list[Marker]
+) -> tuple[list[tuple[int, int, Marker]], list[Marker]]:
+    """The first block where an engine starts: a serving line before that start is set aside
+    and looked for again after it (and in later blocks). A wrapper's own HTTP front end
+    (uvicorn's "Application startup complete" on the wrapper's port) is up before the engine
+    under it starts; its lines said `ready` for an engine still initializing (issue 29)."""
+    start = min((ls for ls, _, m in found if m.milestone.value in ENGINE_STARTS), default=None)
+    if start is None:
+        return found, wanted
+    redo = {name for name in SERVING if result.markers.pop(name, None) is not None}
+    kept = []
+    for ls, le, m in found:
+        if m.milestone.value in SERVING and ls < start:
+            redo.add(m.milestone.value)
+        else:
+            kept.append((ls, le, m))
+    unseen: set[str] = set()
+    for name in sorted(redo):
+        for row in (m for m in MARKERS if m.milestone.value == name):  # table order
+            hit = _first_agreeing(chunk, row, _occurrences(chunk, row.keyword.encode(), start))
+            if hit is not None:
+                kept.append((*hit, row))
+                break
+        else:
+            unseen.add(name)
+    still = {id(m) for m in wanted}
+    return kept, [m for m in MARKERS if id(m) in still or m.milestone.value in unseen]
+
+
+def _first_agreeing(
+    chunk: bytes, marker: Marker, positions: Iterable[int]
+) -> tuple[int, int] | None:
     for i in positions:
         ls = chunk.rfind(b"\n", 0, i) + 1
         le = chunk.find(b"\n", i)

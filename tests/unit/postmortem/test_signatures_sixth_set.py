@@ -1,0 +1,123 @@
+"""The rules mined from the sixth unseen set (tests/fixtures/postmortem-sixth/, issue 29).
+
+Each rests on a library's own wording (the engine-line corpus's lines, cited there by URL) or on
+the boot's order: what the postmortem makes of them, through `postmortem_logs` (what
+`cluster postmortem --logs FILE` calls).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.postmortem import postmortem_logs
+from orchestrator.postmortem.model import Diagnosis
+from tests.engine_lines import by_id
+
+
+def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
+    path = tmp_path / "rank-0.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return postmortem_logs([path])
+
+
+@pytest.mark.parametrize(
+    ("line_id", "category"),
+    [
+        # docker's answer hard-wrapped by the user after "archive/tar:"
+        ("docker-load-untar-invalid-tar-header-wrapped", "image-unpack-race"),
+        # HIP's name for "invalid device function": no code object for this ISA
+        ("hip-launch-kernel-invalid-device-function", "unsupported-arch-kernel"),
+        # ggml could not allocate the model's buffer
+        ("ggml-cpu-buffer-alloc-failed", "out-of-memory"),
+        ("llama-unable-to-allocate-cpu-buffer", "out-of-memory"),
+        # DeepSpeed's launcher: a rank SIGKILLed with nothing else said (weak OOM, as torchrun's)
+        ("deepspeed-launcher-return-code-minus-9", "out-of-memory"),
+        # a node agent's Xid 79, in NVIDIA's words
+        ("gpud-xid-79-fallen-off-the-bus", "gpu-fault"),
+    ],
+)
+def test_a_library_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
+    d = _diagnose(tmp_path, by_id(line_id).text)
+    assert (d.category, d.outcome) == (category, "failed")
+
+
+def test_deepspeeds_launcher_killing_its_ranks_is_a_failure_with_no_cause_named(
+    tmp_path: Path,
+) -> None:
+    d = _diagnose(tmp_path, by_id("deepspeed-launcher-killing-subprocess").text)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown")
+
+
+def test_a_hub_404_for_a_weights_file_is_the_weights_not_the_tokenizer(tmp_path: Path) -> None:
+    # requests' HTTPError, which huggingface_hub chains its EntryNotFoundError from
+    d = _diagnose(
+        tmp_path,
+        "HTTPError: 404 Client Error: Not Found for url: "
+        "https://huggingface.co/org/model/resolve/main/unet/diffusion_pytorch_model.bin",
+    )
+    assert (d.category, d.outcome) == ("weights-files", "failed")
+    d = _diagnose(
+        tmp_path,
+        "HTTPError: 404 Client Error: Not Found for url: "
+        "https://huggingface.co/org/model/resolve/main/tokenizer_config.json",
+    )
+    assert d.category == "tokenizer-config"
+
+
+def test_ollamas_runner_started_and_a_chat_answered_is_ready(tmp_path: Path) -> None:
+    d = _diagnose(
+        tmp_path,
+        by_id("ollama-llama-runner-started").text,
+        by_id("ollama-gin-post-api-chat-200").text,
+    )
+    assert d.category == "ready"
+
+
+def test_gin_answering_head_slash_is_no_model_serving(tmp_path: Path) -> None:
+    d = _diagnose(
+        tmp_path,
+        '[GIN] 2026/01/20 - 23:15:46 | 200 |     971.777µs |       127.0.0.1 | HEAD     "/"',
+        '[GIN] 2026/01/20 - 23:15:46 | 200 |    1.193025ms |       127.0.0.1 | GET      "/api/ps"',
+    )
+    assert d.category != "ready"
+
+
+def test_old_vllms_kv_cache_blocks_line_is_past_the_rendezvous(tmp_path: Path) -> None:
+    """vLLM before V1 printed the KV cache size as "# GPU blocks: N, # CPU blocks: M": a log cut
+    there had loaded its weights, and is no rendezvous that never completed."""
+    d = _diagnose(
+        tmp_path,
+        "INFO 01-04 11:10:36 llm_engine.py:70] Initializing an LLM engine with config: "
+        "model='/data/Yi-34b-Chat', tokenizer='/data/Yi-34b-Chat', tensor_parallel_size=4, seed=0)",
+        by_id("vllm-gpu-blocks-cpu-blocks").text,
+    )
+    assert d.outcome == "no-failure", d.category
+    assert d.no_failure is not None and d.no_failure.furthest_phase == "warming"
+
+
+WRAPPER_FRONT_END = (
+    "2023-11-21 21:15:20 | ERROR | stderr | INFO:     Started server process [2563]",
+    "2023-11-21 21:15:20 | ERROR | stderr | INFO:     Application startup complete.",
+    "2023-11-21 21:15:20 | ERROR | stderr | INFO:     Uvicorn running on http://0.0.0.0:20000",
+    "INFO 11-21 21:15:21 llm_engine.py:72] Initializing an LLM engine with config: "
+    "model='/models/chatglm2-6b', tokenizer='/models/chatglm2-6b', seed=0)",
+)
+
+
+def test_a_wrappers_front_end_up_before_its_engine_starts_is_not_ready(tmp_path: Path) -> None:
+    """Langchain-Chatchat's API (uvicorn, its own port) is up first; the vLLM engine under it is
+    only starting when the log ends: nothing failed, and nothing is ready."""
+    d = _diagnose(tmp_path, *WRAPPER_FRONT_END)
+    assert d.outcome == "no-failure" and d.category != "ready", d.category
+
+
+def test_the_engines_own_ready_after_the_wrappers_still_counts(tmp_path: Path) -> None:
+    d = _diagnose(
+        tmp_path,
+        *WRAPPER_FRONT_END,
+        "INFO 11-21 21:16:40 llm_engine.py:196] # GPU blocks: 2040, # CPU blocks: 512",
+        "INFO:     Application startup complete.",
+    )
+    assert d.category == "ready"
