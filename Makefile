@@ -34,8 +34,9 @@ types: $(STAMP)
 engine-parsers: $(STAMP)
 	bash tests/engines/install-parsers.sh $(PY)
 
-# The tiers in three lanes side by side: the netns tier on two testbeds; the built-in cluster
-# (tests/sim, tests/terminal and any module naming it), then the rest (tests/run_tiers.sh).
+# The tiers in four lanes side by side: the netns tier on two testbeds; the built-in cluster
+# (tests/sim, tests/terminal and any module naming it), then the engines tier; the rest
+# (tests/run_tiers.sh).
 test: system-deps lint types engine-parsers
 	bash tests/run_tiers.sh $(PY)
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `make test`'s pytest: the groups of tests/conftest.py in three lanes side by side, each group
+# `make test`'s pytest: the groups of tests/conftest.py in four lanes side by side, each group
 # one pytest process: the netns tier on its first testbed; the netns tier on its second testbed;
-# the built-in cluster and then the rest (one after the other: the rest's engines tier imports
-# evict page cache the built-in cluster's nodes share with this machine). Each group's report,
+# the built-in cluster and then the engines tier (one after the other: the engines tier's imports
+# evict page cache the built-in cluster's nodes share with this machine); the rest (unit,
+# transport, ansible: the CPU-bound part, while the other lanes mostly wait). Each group's report,
 # its 25 slowest tests included, is printed once every lane is done; the run fails if any group
 # failed. Extra arguments go to every pytest.
 set -uo pipefail
@@ -22,12 +23,14 @@ run_group netns "$@" &
 lane_netns=$!
 run_group netns-2 "$@" &
 lane_netns_2=$!
-( run_group builtin-cluster "$@"; run_group rest "$@" ) &
+( run_group builtin-cluster "$@"; run_group engines "$@" ) &
 lane_local=$!
-wait "$lane_netns" "$lane_netns_2" "$lane_local"
+run_group rest "$@" &
+lane_rest=$!
+wait "$lane_netns" "$lane_netns_2" "$lane_local" "$lane_rest"
 
 status=0
-for group in builtin-cluster rest netns netns-2; do
+for group in builtin-cluster engines rest netns netns-2; do
   rc=$(cat "$out/$group.rc" 2>/dev/null || echo 1)
   # 5: the group selected no test (e.g. -k matched nothing there): not a failure.
   [ "$rc" -eq 5 ] && rc=0
