@@ -32,6 +32,13 @@ MARKERS = (
     # ollama (server.go), for pasted logs: its llama.cpp runner answers, and gin's access log
     # of a model request answered 200 (not `HEAD /`, `/api/tags`: those need no model)
     marker(M.ready, None, "llama runner started in", r"llama runner started in [\d.]+ ?m?s"),
+    # other servers' own ready lines, for pasted logs: Triton's endpoints, llama.cpp's server (its
+    # JSON log), ComfyUI. Not TGI's router "Connected": it is printed before the first request
+    # reaches the shards, and a third-set log failed right there (a-0079)
+    marker(M.ready, None, "Started HTTPService at", r"Started HTTPService at \S+:\d+"),
+    marker(M.ready, None, "Started GRPCInferenceService at"),
+    marker(M.ready, None, '"msg":"HTTP server listening"'),
+    marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),
     marker(
         M.traffic,
         None,

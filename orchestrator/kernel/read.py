@@ -231,6 +231,9 @@ _XID = re.compile(
 _FELL_OFF = re.compile(
     r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+).*fallen off the bus"
 )
+# the resource manager's status for the same loss, where no Xid line made it into the log
+# ("NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST]")
+_GPU_LOST = re.compile(r"NVRM: .*(?:GPU lost from the bus|NV_ERR_GPU_IS_LOST)")
 _AER = re.compile(
     r"^(?P<driver>[\w-]+) (?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)[: ].*?"
     r"(?:AER: |PCIe Bus Error: severity=(?P<severity>[A-Za-z-]+(?: \([A-Za-z-]+\))?))"
@@ -330,6 +333,8 @@ def classify(line: KernelLine) -> KernelEvent | None:
         )
     if m := _FELL_OFF.search(msg):
         return KernelEvent("xid", line, True, device=m.group("pci"), xid=79)
+    if _GPU_LOST.search(msg):
+        return KernelEvent("xid", line, True, xid=79)
     if m := _LINK.search(msg):
         down = m.group("state").lower() == "down"
         return KernelEvent(
