@@ -1,8 +1,10 @@
-"""The rules mined from the sixth unseen set (tests/fixtures/postmortem-sixth/, issue 29).
+"""The rules mined from the sixth and seventh unseen sets (tests/fixtures/postmortem-sixth/ and
+postmortem-seventh/, issue 29).
 
-Each rests on a library's own wording (the engine-line corpus's lines, cited there by URL) or on
-the boot's order: what the postmortem makes of them, through `postmortem_logs` (what
-`cluster postmortem --logs FILE` calls).
+Each rests on a library's or server's own words (the engine-line corpus's lines, cited there by
+URL) or on the boot's order: what the postmortem makes of them, through `postmortem_logs` (what
+`cluster postmortem --logs FILE` calls), and the kernel wing's reading of the driver's GPU-lost
+status.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.kernel.read import classify, parse_line, signature_of
 from orchestrator.postmortem import postmortem_logs
 from orchestrator.postmortem.model import Diagnosis
 from tests.engine_lines import by_id
@@ -36,6 +39,14 @@ def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
         ("deepspeed-launcher-return-code-minus-9", "out-of-memory"),
         # a node agent's Xid 79, in NVIDIA's words
         ("gpud-xid-79-fallen-off-the-bus", "gpu-fault"),
+        # seventh set: a full disk, an image for another platform, Paddle's OOM, vLLM CPU's KV
+        # refusal, transformers' bf16 refusal
+        ("python-errno-28-no-space-left", "disk"),
+        ("windows-os-error-112-disk-full", "disk"),
+        ("docker-found-but-does-not-provide-platform", "image-unpack-race"),
+        ("paddle-out-of-memory-error-on-gpu", "out-of-memory"),
+        ("vllm-cpu-kv-cache-less-than-requested", "kv-cache-budget"),
+        ("transformers-setup-does-not-support-bf16", "config-validator-refusal"),
     ],
 )
 def test_a_library_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -121,3 +132,34 @@ def test_the_engines_own_ready_after_the_wrappers_still_counts(tmp_path: Path) -
         "INFO:     Application startup complete.",
     )
     assert d.category == "ready"
+
+
+def test_a_full_disk_under_an_image_layer_is_not_called_the_disk(tmp_path: Path) -> None:
+    """An image store's ENOSPC is the image that could not be stored (image.yaml's wordings);
+    the generic disk-full rule stands aside for it."""
+    d = _diagnose(
+        tmp_path,
+        "failed to register layer: Error processing tar file(exit status 1): write "
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.8: [Errno 28] No space left on device",
+    )
+    assert d.category != "disk"
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    ["triton-started-http-service", "llama-server-json-http-server-listening"],
+)
+def test_a_servers_own_ready_line_is_ready(tmp_path: Path, line_id: str) -> None:
+    assert _diagnose(tmp_path, by_id(line_id).text).category == "ready"
+
+
+def test_comfyuis_gui_line_is_ready(tmp_path: Path) -> None:
+    d = _diagnose(tmp_path, "Starting server", by_id("comfyui-to-see-the-gui").text)
+    assert d.category == "ready"
+
+
+def test_the_drivers_gpu_lost_status_is_a_hardware_xid_79_in_the_kernel_wing() -> None:
+    text = by_id("nvrm-gpu-lost-from-the-bus-assert").text
+    ev = classify(parse_line(1, text, year=2025))
+    assert ev is not None and (ev.family, ev.cause, ev.xid) == ("xid", True, 79)
+    assert signature_of(ev) == "nvrm-xid"
