@@ -122,6 +122,8 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     # An exception line is failure evidence too, even when no signature names it: a boot that
     # raised is never `ready`.
     failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r) or r.exceptions}
+    if run.kind == "logs":
+        failed |= {r.rank for r in ranks if _ends_failing_after_ready(r)}
 
     suspects = candidates(ranks, hits, sigs, failed)
     root = min(suspects, key=lambda c: c.key()) if suspects else None
@@ -226,6 +228,10 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         and confidence < calib.threshold
     ):
         closest, category = category, "unknown"
+    elif path is not None and path.startswith("hang:") and run.kind == "logs":
+        # Pasted logs that end during distributed init cannot tell a hang from a cut paste (no
+        # supervisor measured the silence): the hang is the closest guess, not a failure.
+        closest, category = category, "unknown"
     # The second opinion (learned.py): only where the rules named nothing, never `ready`.
     # Only where nothing points at a rank: a root the blame found (a signature, a rank that
     # died silently while the others echoed) is not overruled by words.
@@ -319,6 +325,28 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
 
 
 _ENGINE_FRAMES = (("/sglang/", "sglang"), ("/vllm/", "vllm"))
+
+
+# Words a log line uses when something failed (not "error": loggers name themselves with it,
+# `uvicorn.error`, FastChat's `| ERROR | stderr |` on every line).
+_FAILURE_WORDS = re.compile(
+    r"(?i)\b(?:timeout|timed out|exception|fatal|killed|aborted|traceback|failed)\b"
+)
+
+
+def _ends_failing_after_ready(r: RankFacts) -> bool:
+    """A pasted log that ends, after the engine said it serves, on a line saying something
+    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)"): the paste stops there
+    because that is what went wrong. A failure no rule names, never `ready`."""
+    serving = [r.markers[m] for m in ("ready", "traffic") if m in r.markers]
+    last = r.last_line
+    if last is None or not serving:
+        return False
+    if not any(s.file == last.file and s.line < last.line for s in serving):
+        return False
+    if any(m.file == last.file and m.line == last.line for m in r.markers.values()):
+        return False
+    return bool(_FAILURE_WORDS.search(last.text))
 
 
 def _engine_by_frames(root: Candidate, ranks: Sequence[RankFacts], sigs: SignatureSet) -> None:

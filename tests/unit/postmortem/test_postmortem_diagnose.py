@@ -249,6 +249,15 @@ def test_a_boot_that_stopped_quietly_mid_load_is_unknown_and_says_so() -> None:
     assert any("furthest: loading" in n for n in d.notes)
 
 
+def test_a_rank_that_began_distributed_init_and_never_finished_is_a_hang_in_a_run_only() -> None:
+    began = Evidence(file="rank-0/stdout.log", line=3, text="Init torch distributed begin.", ts=9.0)
+    ranks = [facts(0, phase="initializing", markers={"dist_begin": began}, last_line=began)]
+    d = diagnose(RUN, ranks, SIGS)
+    assert (d.category, d.first_failing_rank) == ("rendezvous-network", 0)
+    d = diagnose(RUN.model_copy(update={"kind": "logs"}), ranks, SIGS)
+    assert (d.category, d.outcome, d.closest) == ("unknown", "no-failure", "rendezvous-network")
+
+
 def test_rank_lists_are_compact() -> None:
     assert rank_list([0, 1, 2, 4, 5, 6, 7]) == "0-2, 4-7"
     assert rank_list([3]) == "3"

@@ -136,15 +136,36 @@ def test_a_traceback_cut_before_its_last_line_is_a_failure_never_ready(tmp_path:
     assert d.category == "unknown"
 
 
-def test_distributed_init_begun_and_never_ended_is_a_rendezvous_hang(tmp_path: Path) -> None:
+def test_a_paste_that_ends_during_distributed_init_has_the_hang_only_as_closest_guess(
+    tmp_path: Path,
+) -> None:
+    """A paste cannot tell a rendezvous that hung from a log cut while it was still coming up
+    (the third to seventh sets hold both, alike): nothing failed, furthest phase initializing,
+    the hang the closest guess. A run directory, whose supervisor measured the silence, still
+    names it (test_postmortem_diagnose.py)."""
     d = diagnose(
         tmp_path,
         "[2025-12-23 14:17:57] Using default HuggingFace chat template\n"
         "[2025-12-23 14:18:00] Init torch distributed begin.\n"
         "[Gloo] Rank 0 is connected to 0 peer ranks. Expected number of connected peer ranks is : 0\n",
     )
-    assert d.category == "rendezvous-network"
+    assert (d.category, d.outcome, d.closest) == ("unknown", "no-failure", "rendezvous-network")
     assert d.root_cause is not None and d.root_cause.confidence == "low"
+
+
+def test_a_paste_that_ends_on_a_failing_line_after_ready_is_a_failure_never_ready(
+    tmp_path: Path,
+) -> None:
+    ready = (
+        "[2025-08-02 19:20:01] The server is fired up and ready to roll!\n"
+        '[2025-08-02 19:24:20] INFO:     172.16.19.148:48276 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+    )
+    d = diagnose(tmp_path, ready + "[2025-08-02 19:24:30 TP3] detokenizer loop failed\n")
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown")
+    # ... but a log that ends serving, or on a logger that names itself "error", is ready
+    assert diagnose(tmp_path, ready).category == "ready"
+    d = diagnose(tmp_path, ready + "INFO:uvicorn.error:Application startup complete.\n")
+    assert d.category == "ready"
 
 
 def test_an_nccl_log_that_came_up_with_nothing_failing_is_no_failure_never_ready(
