@@ -39,6 +39,8 @@ MARKERS = (
     marker(M.ready, None, "Started GRPCInferenceService at"),
     marker(M.ready, None, '"msg":"HTTP server listening"'),
     marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),
+    # gradio, as text-generation-webui launches it after the model loaded
+    marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(
         M.traffic,
         None,

@@ -334,10 +334,15 @@ _FAILURE_WORDS = re.compile(
 )
 
 
+# An access log line of a request the server failed: gin's `| 500 |`, uvicorn's `" 500`
+_SERVER_ERROR = re.compile(r'\| 5\d\d \||" 5\d\d(?: |$)')
+
+
 def _ends_failing_after_ready(r: RankFacts) -> bool:
     """A pasted log that ends, after the engine said it serves, on a line saying something
-    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)"): the paste stops there
-    because that is what went wrong. A failure no rule names, never `ready`."""
+    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)", a request answered 500): the
+    paste stops there because that is what went wrong. A failure no rule names, never
+    `ready`."""
     serving = [r.markers[m] for m in ("ready", "traffic") if m in r.markers]
     last = r.last_line
     if last is None or not serving:
@@ -346,7 +351,7 @@ def _ends_failing_after_ready(r: RankFacts) -> bool:
         return False
     if any(m.file == last.file and m.line == last.line for m in r.markers.values()):
         return False
-    return bool(_FAILURE_WORDS.search(last.text))
+    return bool(_FAILURE_WORDS.search(last.text) or _SERVER_ERROR.search(last.text))
 
 
 def _engine_by_frames(root: Candidate, ranks: Sequence[RankFacts], sigs: SignatureSet) -> None:

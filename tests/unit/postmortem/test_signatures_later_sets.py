@@ -1,5 +1,5 @@
-"""The rules mined from the sixth and seventh unseen sets (tests/fixtures/postmortem-sixth/ and
-postmortem-seventh/, issue 29).
+"""The rules mined from the sixth, seventh and eighth unseen sets (tests/fixtures/postmortem-sixth/,
+-seventh/ and -eighth/, issue 29).
 
 Each rests on a library's or server's own words (the engine-line corpus's lines, cited there by
 URL) or on the boot's order: what the postmortem makes of them, through `postmortem_logs` (what
@@ -47,6 +47,14 @@ def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
         ("paddle-out-of-memory-error-on-gpu", "out-of-memory"),
         ("vllm-cpu-kv-cache-less-than-requested", "kv-cache-budget"),
         ("transformers-setup-does-not-support-bf16", "config-validator-refusal"),
+        # eighth set: vLLM's zero "cuda" blocks, candle's allocator, safetensors' reason alone,
+        # ROCm's invalid ISA, Rust's ENOSPC, llama.cpp's unknown pre-tokenizer
+        ("vllm-cuda-blocks-zero", "kv-cache-budget"),
+        ("candle-allocation-would-exceed-allowed-memory", "out-of-memory"),
+        ("safetensors-header-metadata-incomplete-bare", "weights-files"),
+        ("rocm-hsa-status-error-invalid-isa", "unsupported-arch-kernel"),
+        ("rust-os-error-28-no-space-left", "disk"),
+        ("llama-cpp-unknown-pre-tokenizer-refact", "tokenizer-config"),
     ],
 )
 def test_a_library_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -147,7 +155,11 @@ def test_a_full_disk_under_an_image_layer_is_not_called_the_disk(tmp_path: Path)
 
 @pytest.mark.parametrize(
     "line_id",
-    ["triton-started-http-service", "llama-server-json-http-server-listening"],
+    [
+        "triton-started-http-service",
+        "llama-server-json-http-server-listening",
+        "gradio-running-on-local-url",
+    ],
 )
 def test_a_servers_own_ready_line_is_ready(tmp_path: Path, line_id: str) -> None:
     assert _diagnose(tmp_path, by_id(line_id).text).category == "ready"
@@ -163,3 +175,14 @@ def test_the_drivers_gpu_lost_status_is_a_hardware_xid_79_in_the_kernel_wing() -
     ev = classify(parse_line(1, text, year=2025))
     assert ev is not None and (ev.family, ev.cause, ev.xid) == ("xid", True, 79)
     assert signature_of(ev) == "nvrm-xid"
+
+
+def test_a_paste_that_ends_on_a_request_answered_500_after_ready_is_a_failure(
+    tmp_path: Path,
+) -> None:
+    started = by_id("ollama-llama-runner-started").text
+    answered = by_id("ollama-gin-post-api-chat-200").text
+    failed = answered.replace("| 200 |", "| 500 |")
+    d = _diagnose(tmp_path, started, answered, failed)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown")
+    assert _diagnose(tmp_path, started, failed, answered).category == "ready"
