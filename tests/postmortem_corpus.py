@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.postmortem import postmortem_logs
 from orchestrator.postmortem.calibration import Calibration, counts, load_calibration
 from orchestrator.postmortem.collect import collect_logs
-from orchestrator.postmortem.diagnose import diagnose
+from orchestrator.postmortem.diagnose import diagnose, killed_after_raising
 from orchestrator.postmortem.families import FAMILIES, exception_of, holding, without_families
 from orchestrator.postmortem.learned import LinearModel, current_model, features, using_model
 from orchestrator.postmortem.model import Diagnosis, RankFacts
@@ -191,6 +191,7 @@ class Outcome:
     path: str | None = None  # the rules' deciding path
     feats: tuple[str, ...] = ()  # the model's features of the case (learned.features)
     init_done: bool = False  # nothing failed and a rank's distributed init completed
+    killed_after_raise: bool = False  # a weak `Killed` after an exception: no OOM from the model
 
     @property
     def right(self) -> bool:
@@ -214,7 +215,9 @@ class Outcome:
                 got = said[0]
             if got == "rendezvous-network" and self.init_done:  # diagnose's guard
                 got = "unknown"
-        return Outcome(self.case, got, self.raw, self.path, self.feats, self.init_done)
+            if got == "out-of-memory" and self.killed_after_raise:  # and its other one
+                got = "unknown"
+        return replace(self, got=got)
 
 
 def decide(raw: str, path: str | None, calib: Calibration) -> str:
@@ -290,11 +293,15 @@ def score(
         using_model(LinearModel()),  # the rules alone; the model is applied below
     ):
         folder = Path(tmp)
+        signatures = sigs or load_signatures()
         for case in cases:
-            d, ranks = diagnose_case(case.excerpt, folder, sigs)
+            d, ranks = diagnose_case(case.excerpt, folder, signatures)
             raw = d.closest or d.category
             done = d.outcome == "no-failure" and any("dist_init" in r.markers for r in ranks)
-            rules = Outcome(case, d.category, raw, d.decided_by, tuple(features(ranks)), done)
+            killed = killed_after_raising(ranks, {r.rank: r.hits for r in ranks}, signatures)
+            rules = Outcome(
+                case, d.category, raw, d.decided_by, tuple(features(ranks)), done, killed
+            )
             result.outcomes.append(rules.under(calib, model))
     return result
 

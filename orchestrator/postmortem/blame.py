@@ -76,7 +76,7 @@ def candidates(
         # whatever the dying process printed after it
         strong = [h for h in own if not sigs.by_id[h.signature].sig.weak]
         first = (strong or own)[0]
-        if not strong and _raised_before(r, first.evidence):
+        if not strong and raised_before(r, first.evidence):
             # a weak cause (a bare `Killed`, exit -9) after the rank raised an exception is
             # the end of that failure, not its cause: the exception is read instead
             continue
@@ -332,7 +332,7 @@ def from_hang(ranks: Sequence[RankFacts]) -> Candidate | None:
     )
 
 
-def _raised_before(r: RankFacts, ev: Evidence) -> bool:
+def raised_before(r: RankFacts, ev: Evidence) -> bool:
     """The rank printed an exception line (`Cls: message`) before `ev`, in the same file."""
     return any(e.file == ev.file and e.line < ev.line for e in r.exceptions)
 

@@ -23,6 +23,7 @@ from orchestrator.postmortem.blame import (
     from_laggard,
     from_measured,
     from_supervisor,
+    raised_before,
     served_after_the_end,
     weigh_measured,
 )
@@ -246,6 +247,14 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         # nothing failed and the log itself says the rendezvous completed: a slow boot after
         # it is not a rendezvous hang (the words of NCCL's init lines are not evidence of one)
         second = None
+    if (
+        second is not None
+        and second.category == "out-of-memory"
+        and killed_after_raising(ranks, hits, sigs)
+    ):
+        # the blame set that `Killed` aside as the end of the exception before it; the model,
+        # reading the word, must not bring it back as an OOM
+        second = None
     if second is not None:
         category, closest = second.category, None
         path, confidence = f"model:{second.category}", second.probability
@@ -456,6 +465,18 @@ def named_by(path: str, root: Candidate, sigs: SignatureSet) -> str:
     if head == "family":
         return f"the exception's family ({root.title}){at}"
     return f"the boot's shape ({head}){at}"
+
+
+def killed_after_raising(
+    ranks: Sequence[RankFacts], hits: Mapping[int, Sequence[Hit]], sigs: SignatureSet
+) -> bool:
+    """A rank whose only OOM evidence is weak (a bare `Killed`, exit -9) printed after it
+    raised an exception (blame reads the exception instead)."""
+    for r in ranks:
+        weak = [h for h in hits[r.rank] if sigs.by_id[h.signature].sig.weak]
+        if weak and len(weak) == len(hits[r.rank]) and raised_before(r, weak[0].evidence):
+            return True
+    return False
 
 
 def _second_opinion(ranks: Sequence[RankFacts]) -> Opinion | None:
