@@ -328,6 +328,7 @@ class ServingWatch:
         # The group starts afresh: a new state, new followers, the boot's watchers to READY.
         sup.state = initial_state([s.node.name for s in sup.specs])
         sup.warned.clear()
+        sup.predicted_since.clear()
         sup.container_states.clear()
         sup.started = sup.clock()
         sup.cfg = self._boot_cfg or sup.cfg  # the boot's periods until READY again

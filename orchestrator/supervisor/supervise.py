@@ -54,6 +54,10 @@ class SuperviseConfig:
     drain_s: float = 3.0  # after a verdict, keep following this long so last lines land
 
 
+# The watchers whose warnings are predictions from read rates (a miss that has not happened).
+PREDICTIONS = frozenset({"barrier", "vllm-ready"})
+
+
 @dataclass(eq=False)
 class Supervisor:
     run_dir: Run
@@ -72,6 +76,9 @@ class Supervisor:
     stop_asked: bool = field(default=False, init=False)  # `cluster stop` asked: end STOPPED
     state: BootState = field(init=False)
     warned: set[tuple[str, int | None]] = field(default_factory=set, init=False)
+    # A predicted miss first seen at (watcher, rank) -> when; warned once it still holds a
+    # sampling round later (see _judge).
+    predicted_since: dict[tuple[str, int | None], float] = field(default_factory=dict, init=False)
     warnings: list[Finding] = field(default_factory=list, init=False)
     container_states: dict[int, str] = field(default_factory=dict, init=False)
     stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -216,10 +223,21 @@ class Supervisor:
 
     def _judge(self) -> Finding | None:
         now = self.clock()
+        predicted: set[tuple[str, int | None]] = set()
         for f in watch(self.state, now, self.cfg.watch):
             if f.severity == "verdict":
                 return f
             key = (f.watcher, f.rank)
+            if key in self.warned:
+                continue
+            if f.watcher in PREDICTIONS:
+                # A miss predicted from read rates is warned only once a later sample still
+                # predicts it: one late sample on a busy host (four ranks' rates dipping in the
+                # same round) had warned ranks that then finished in time.
+                predicted.add(key)
+                since = self.predicted_since.setdefault(key, now)
+                if now - since < self.cfg.sample_every_s:
+                    continue
             if key not in self.warned:
                 self.warned.add(key)
                 self.warnings.append(f)
@@ -227,6 +245,8 @@ class Supervisor:
                 # People see it from the view (the boot's UI prints each warning once, with
                 # its advice); programs read events.jsonl. At warning level it printed twice.
                 log.info("watcher warning", message=f.message, advice=f.advice)
+        for key in set(self.predicted_since) - predicted:
+            del self.predicted_since[key]  # no longer predicted: it starts over if it returns
         if is_ready(self.state):
             return Finding.verdict(
                 "ready",
