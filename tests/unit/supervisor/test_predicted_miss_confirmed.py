@@ -11,24 +11,11 @@ from pathlib import Path
 import pytest
 
 import orchestrator.supervisor.supervise as supervise
-from orchestrator.models.inventory import Node
 from orchestrator.models.run import Finding
 from orchestrator.runstore import RunStore
-from orchestrator.runtime.base import RankSpec
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.watchers import WatchConfig
-
-SPECS = [
-    RankSpec(
-        rank=k,
-        node=Node(
-            name=f"node{k}", address=f"198.18.0.{10 + k}", user="u", rank=k, fabric_iface="eth1"
-        ),
-        name=f"cluster-R-r{k}",
-        argv=("true",),
-    )
-    for k in range(4)
-]
+from tests.unit.supervisor.specs import SPECS
 
 
 def _late(watcher: str, rank: int) -> Finding:

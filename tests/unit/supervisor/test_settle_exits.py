@@ -8,25 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.errors import NodeUnreachable
-from orchestrator.models.inventory import Node
 from orchestrator.models.memory import MemoryReading
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec
 from orchestrator.supervisor.serving import watch_died
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.watchers import WatchConfig
+from tests.unit.supervisor.specs import SPECS
 
-SPECS = [
-    RankSpec(
-        rank=k,
-        node=Node(
-            name=f"node{k}", address=f"198.18.0.{10 + k}", user="u", rank=k, fabric_iface="eth1"
-        ),
-        name=f"cluster-R-r{k}",
-        argv=("true",),
-    )
-    for k in range(4)
-]
 DIED_AT = {3: "2026-12-03T14:42:44.100000000Z", 0: "2026-12-03T14:42:45.300000000Z"}
 
 
