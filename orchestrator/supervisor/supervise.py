@@ -238,13 +238,12 @@ class Supervisor:
                 since = self.predicted_since.setdefault(key, now)
                 if now - since < self.cfg.sample_every_s:
                     continue
-            if key not in self.warned:
-                self.warned.add(key)
-                self.warnings.append(f)
-                self.run_dir.append_event(WatcherWarning(**dict(f)))
-                # People see it from the view (the boot's UI prints each warning once, with
-                # its advice); programs read events.jsonl. At warning level it printed twice.
-                log.info("watcher warning", message=f.message, advice=f.advice)
+            self.warned.add(key)
+            self.warnings.append(f)
+            self.run_dir.append_event(WatcherWarning(**dict(f)))
+            # People see it from the view (the boot's UI prints each warning once, with its
+            # advice); programs read events.jsonl. At warning level it printed twice.
+            log.info("watcher warning", message=f.message, advice=f.advice)
         for key in set(self.predicted_since) - predicted:
             del self.predicted_since[key]  # no longer predicted: it starts over if it returns
         if is_ready(self.state):
