@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
         child = subprocess.Popen(program, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         (out / "stderr.log").open("ab").write(stamp() + f"exec failed: {exc}\n".encode())
-        _write_exit(out, 127, None)
+        _write_exit(out, 127, None, datetime.now(UTC))
         return 127
     (out / "pid").write_text(f"{os.getpid()} {child.pid}\n")
 
@@ -73,14 +73,19 @@ def main(argv: list[str]) -> int:
     for t in pumps:
         t.start()
     code = child.wait()
+    # When the process ended, read now: the pumps may take a while yet to drain its last
+    # output (a busy host, a grandchild holding the pipe), and two ranks that died a few
+    # milliseconds apart (one killed, one reacting to its peer's socket closing) must keep
+    # that order, since the supervisor names the first to die as the cause.
+    ended = datetime.now(UTC)
     for t in pumps:
         t.join(timeout=10)
     sig = signal.Signals(-code).name if code < 0 else None
-    _write_exit(out, 128 - code if code < 0 else code, sig)
+    _write_exit(out, 128 - code if code < 0 else code, sig, ended)
     return 0
 
 
-def _write_exit(out: Path, code: int, sig: str | None) -> None:
+def _write_exit(out: Path, code: int, sig: str | None, ended: datetime) -> None:
     tmp = out / ".exit.json.tmp"
     tmp.write_text(
         json.dumps(
@@ -88,7 +93,7 @@ def _write_exit(out: Path, code: int, sig: str | None) -> None:
                 "exit_code": code,
                 "oom_killed": False,
                 "signal": sig,
-                "finished_at": datetime.now(UTC).isoformat(),
+                "finished_at": ended.isoformat(),
                 "status": "exited",
             }
         )

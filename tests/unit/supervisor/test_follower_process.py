@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from datetime import datetime
 
 from orchestrator.models.inventory import Node
 from orchestrator.runtime.base import RankSpec
@@ -115,3 +117,23 @@ def test_a_reopened_stream_drops_only_its_repeated_first_lines() -> None:
     again = [at(3, "d"), at(3, "e"), at(3, "f"), at(4, "g")]
     assert cursor.admit(again) == [at(3, "f"), at(4, "g")]
     assert cursor.admit([at(4, "g")]) == [at(4, "g")]  # not reopened: a genuine repeat line
+
+
+async def test_the_exit_time_is_when_the_process_ended_not_when_its_output_was_drained(tmp_path):
+    # A grandchild keeps the rank's stdout open for 4 s after the rank itself exited, so the
+    # launcher drains its output that long after the exit. Two ranks that died a moment
+    # apart must keep their order: the recorded end is the process's, not the drain's.
+    rt = ProcessRuntime(tmp_path / "nodes")
+    s = spec("r-late-eof", "(sleep 4; echo late) & exit 3")
+    began = time.time()
+    await rt.start(s)
+    for _ in range(400):
+        if (await rt.state(s)).status == "exited":
+            break
+        await asyncio.sleep(0.05)
+    state = await rt.state(s)
+    assert (state.status, state.exit_code) == ("exited", 3)
+    assert time.time() - began >= 3.5  # exit.json waits for the drain, so no line is lost
+    assert state.finished_at is not None
+    ended = datetime.fromisoformat(state.finished_at).timestamp()
+    assert ended - began < 2.5, ended - began  # the process ended at once
