@@ -1,0 +1,117 @@
+"""The rules mined from the ninth, tenth and eleventh unseen sets (tests/fixtures/postmortem-
+ninth/, -tenth/, -eleventh/, issue 29), each after its set was frozen.
+
+Each rests on a program's own words (the engine-line corpus's lines, cited there by URL): what
+the postmortem makes of them through `postmortem_logs` (what `cluster postmortem --logs FILE`
+calls). Two kinds: a library's wording that names a category, and a process that ended badly
+in the words of whatever started it, which is a failure whose cause the log does not show
+(`failed-unknown`, never "no failure found").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.postmortem import postmortem_logs
+from orchestrator.postmortem.model import Diagnosis
+from tests.engine_lines import by_id
+
+
+def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
+    path = tmp_path / "rank-0.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return postmortem_logs([path])
+
+
+@pytest.mark.parametrize(
+    ("line_id", "category"),
+    [
+        # the device could not give the memory asked for: TensorFlow on ROCm, Gaudi, Slurm's cgroup
+        ("tf-rocm-failed-to-allocate-from-device", "out-of-memory"),
+        ("gaudi-synhelper-workspace-allocation-failed", "out-of-memory"),
+        ("slurm-detected-oom-kill-events", "out-of-memory"),
+        # the GPU itself: the driver wants a reset, an AMD ring or queue hung
+        ("nvrm-nv-err-reset-required", "gpu-fault"),
+        ("amdgpu-ring-gfx-timeout", "gpu-fault"),
+        ("amdgpu-qcm-fence-wait-timeout", "gpu-fault"),
+        # no code for this GPU: ptxas's refusal without its usual prefix, rocBLAS's Tensile
+        ("ptxas-sm121a-not-defined-bare", "unsupported-arch-kernel"),
+        ("ptxas-blackwell-sm110a-not-defined", "unsupported-arch-kernel"),
+        ("rocblas-no-tensile-library-for-gfx1103", "unsupported-arch-kernel"),
+        # a GGUF file cut short or lacking a tensor
+        ("llama-cpp-tensor-not-within-file-bounds", "weights-files"),
+        ("llama-cpp-create-tensor-not-found", "weights-files"),
+        ("llama-cpp-tensor-missing-from-model", "weights-files"),
+        # the image never reached the node: a refused pull, a layer stream cut
+        ("docker-pull-unauthorized-authentication-required", "image-unpack-race"),
+        ("docker-load-loading-layer-then-unexpected-eof", "image-unpack-race"),
+        ("docker-pull-download-complete-then-unexpected-eof", "image-unpack-race"),
+        ("tar-unexpected-eof-retrieving-image", "image-unpack-race"),
+        # ENOSPC in C's and Go's words; a model's "blobs" directory is not an image store
+        ("gnu-tar-cannot-write-no-space-left", "disk"),
+        ("go-write-no-space-left-on-device", "disk"),
+        ("ollama-create-blob-write-no-space-left", "disk"),
+        # the group never formed: Ray's GCS, an unresolvable MASTER_ADDR
+        ("ray-couldnt-reconnect-to-gcs-server", "rendezvous-network"),
+        ("torch-env-rendezvous-host-not-found", "rendezvous-network"),
+    ],
+)
+def test_a_library_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
+    d = _diagnose(tmp_path, by_id(line_id).text)
+    assert (d.category, d.outcome) == (category, "failed"), d.verdict
+
+
+def test_an_image_layer_that_cannot_be_written_is_still_the_image_not_the_disk(
+    tmp_path: Path,
+) -> None:
+    d = _diagnose(tmp_path, by_id("podman-writing-blob-no-space").text)
+    assert d.category == "image-unpack-race"
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    [
+        "vllm-worker-died-exit-code-minus-9",
+        "torchrun-root-cause-exitcode-minus-9",
+    ],
+)
+def test_a_sigkill_with_nothing_else_said_is_read_as_the_oom_killer(
+    tmp_path: Path, line_id: str
+) -> None:
+    d = _diagnose(tmp_path, by_id(line_id).text)
+    assert d.category == "out-of-memory" or d.closest == "out-of-memory", d.verdict
+    assert d.outcome != "no-failure"
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    [
+        "ollama-runner-terminated-exit-status-2",
+        "compose-exited-with-code-139",
+        "bash-segmentation-fault-core-dumped",
+        "zsh-segmentation-fault-core-dumped",
+        "glog-check-failed-cuda-driver-shutting-down",
+        "tgi-launcher-error-webserver-failed",
+        "python-traceback-frame-csv-quotes",
+    ],
+)
+def test_a_process_that_ended_badly_is_a_failure_whose_cause_is_not_shown(
+    tmp_path: Path, line_id: str
+) -> None:
+    d = _diagnose(tmp_path, "starting the server", by_id(line_id).text)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "worker exited with code 0",
+        "process finished: exit status 0",
+        "exitcode  : 0 (pid: 12)",
+    ],
+)
+def test_a_clean_exit_is_no_failure(tmp_path: Path, line: str) -> None:
+    d = _diagnose(tmp_path, "starting the server", line)
+    assert d.outcome == "no-failure", d.verdict
