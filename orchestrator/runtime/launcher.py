@@ -5,9 +5,10 @@
 Started in its own session by the process runtime, so it outlives the controller (and any
 terminal). It runs PROGRAM with the environment it was given, prefixes every output line with
 an RFC 3339 UTC timestamp with nanoseconds (the shape of `docker logs --timestamps`), appends
-them to DIR/stdout.log and DIR/stderr.log as they arrive, and writes DIR/exit.json when PROGRAM
-ends. A line is a run of bytes ending in \\n; tqdm's \\r updates stay inside their line, as in
-Docker's json-file log.
+them to DIR/stdout.log and DIR/stderr.log as they arrive. When PROGRAM ends it writes
+DIR/ended.json at once (how and when it ended: the rank's state) and DIR/exit.json once its last
+output is in the files (the followers' sign that nothing more will come). A line is a run of
+bytes ending in \\n; tqdm's \\r updates stay inside their line, as in Docker's json-file log.
 """
 
 from __future__ import annotations
@@ -73,20 +74,26 @@ def main(argv: list[str]) -> int:
     for t in pumps:
         t.start()
     code = child.wait()
-    # When the process ended, read now: the pumps may take a while yet to drain its last
-    # output (a busy host, a grandchild holding the pipe), and two ranks that died a few
-    # milliseconds apart (one killed, one reacting to its peer's socket closing) must keep
-    # that order, since the supervisor names the first to die as the cause.
+    # How and when the process ended, written now: the pumps may take seconds yet to drain its
+    # last output (a busy host, a grandchild such as a weight reader stuck in uninterruptible
+    # I/O holding the pipe). Two ranks that died a moment apart (one killed, one reacting to
+    # its peer's socket closing) must both be seen ended, in that order, when the supervisor
+    # names the first to die as the cause; docker, too, reports a container exited before its
+    # log is read to the end.
     ended = datetime.now(UTC)
+    sig = signal.Signals(-code).name if code < 0 else None
+    status = 128 - code if code < 0 else code
+    _write_exit(out, status, sig, ended, name="ended.json")
     for t in pumps:
         t.join(timeout=10)
-    sig = signal.Signals(-code).name if code < 0 else None
-    _write_exit(out, 128 - code if code < 0 else code, sig, ended)
+    _write_exit(out, status, sig, ended)
     return 0
 
 
-def _write_exit(out: Path, code: int, sig: str | None, ended: datetime) -> None:
-    tmp = out / ".exit.json.tmp"
+def _write_exit(
+    out: Path, code: int, sig: str | None, ended: datetime, *, name: str = "exit.json"
+) -> None:
+    tmp = out / f".{name}.tmp"
     tmp.write_text(
         json.dumps(
             {
@@ -98,7 +105,7 @@ def _write_exit(out: Path, code: int, sig: str | None, ended: datetime) -> None:
             }
         )
     )
-    os.replace(tmp, out / "exit.json")
+    os.replace(tmp, out / name)
 
 
 if __name__ == "__main__":

@@ -79,15 +79,17 @@ class ProcessRuntime:
 
     async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
         out = self.rank_dir(spec)
-        exit_file = out / "exit.json"
-        if exit_file.exists():
-            data = json.loads(exit_file.read_text())
-            return ExitState(
-                status="exited",
-                exit_code=data.get("exit_code"),
-                signal=data.get("signal"),
-                finished_at=data.get("finished_at"),
-            )
+        # ended.json: written the moment the process ended; exit.json: once its output is
+        # drained too (launcher.py). The state is the first; followers wait for the second.
+        for name in ("exit.json", "ended.json"):
+            with contextlib.suppress(FileNotFoundError):
+                data = json.loads((out / name).read_text())
+                return ExitState(
+                    status="exited",
+                    exit_code=data.get("exit_code"),
+                    signal=data.get("signal"),
+                    finished_at=data.get("finished_at"),
+                )
         pids = self._pids(spec)
         if pids is None:
             return ExitState(status="missing" if not out.exists() else "created")
