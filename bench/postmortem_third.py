@@ -45,7 +45,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
-SETS = ("third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth")
+SETS = (
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+)
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
 # The sets' own vocabulary, frozen with them (not the postmortem's, which has grown since): the
