@@ -58,6 +58,7 @@ MINED_SETS = (
     "ninth",
     "tenth",
     "eleventh",
+    "twelfth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -38,6 +38,8 @@ MARKERS = (
     marker(M.ready, None, "Started HTTPService at", r"Started HTTPService at \S+:\d+"),
     marker(M.ready, None, "Started GRPCInferenceService at"),
     marker(M.ready, None, '"msg":"HTTP server listening"'),
+    # the older llama.cpp server's JSON log once its model is loaded (it serves next)
+    marker(M.ready, None, '"message":"model loaded"'),
     marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),

@@ -1,5 +1,5 @@
-"""The rules mined from the ninth, tenth and eleventh unseen sets (tests/fixtures/postmortem-
-ninth/, -tenth/, -eleventh/, issue 29), each after its set was frozen.
+"""The rules mined from the ninth to twelfth unseen sets (tests/fixtures/postmortem-ninth/,
+-tenth/, -eleventh/, -twelfth/, issue 29), each after its set was frozen.
 
 Each rests on a program's own words (the engine-line corpus's lines, cited there by URL): what
 the postmortem makes of them through `postmortem_logs` (what `cluster postmortem --logs FILE`
@@ -115,3 +115,63 @@ def test_a_process_that_ended_badly_is_a_failure_whose_cause_is_not_shown(
 def test_a_clean_exit_is_no_failure(tmp_path: Path, line: str) -> None:
     d = _diagnose(tmp_path, "starting the server", line)
     assert d.outcome == "no-failure", d.verdict
+
+
+# -- mined from the twelfth set (tests/fixtures/postmortem-twelfth/), after its freeze ---------
+
+
+@pytest.mark.parametrize(
+    ("line_id", "category"),
+    [
+        ("tgi-router-could-not-find-tokenizer", "tokenizer-config"),
+        ("tgi-router-hub-model-has-no-tokenizer", "tokenizer-config"),
+        ("dynamo-unable-to-create-lease-etcd", "rendezvous-network"),
+        ("torch-load-state-dict-size-mismatch", "weights-files"),
+    ],
+)
+def test_a_twelfth_set_wording_names_its_category(
+    tmp_path: Path, line_id: str, category: str
+) -> None:
+    d = _diagnose(tmp_path, by_id(line_id).text)
+    assert (d.category, d.outcome) == (category, "failed"), d.verdict
+
+
+def test_a_panic_whose_message_names_etcd_is_the_rendezvous(tmp_path: Path) -> None:
+    d = _diagnose(
+        tmp_path,
+        by_id("rust-thread-panicked-dynamo-kv").text,
+        by_id("dynamo-unable-to-create-lease-etcd").text,
+    )
+    assert d.category == "rendezvous-network", d.verdict
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    [
+        "rust-thread-panicked-dynamo-kv",
+        "tgi-launcher-webserver-crashed",
+        "gunicorn-worker-sent-code-139",
+        "vllm-engine-core-died-unexpectedly-quoted",
+        "localai-could-not-load-model-rpc-error",
+    ],
+)
+def test_a_twelfth_set_process_death_is_a_failure_whose_cause_is_not_shown(
+    tmp_path: Path, line_id: str
+) -> None:
+    d = _diagnose(tmp_path, "starting the server", by_id(line_id).text)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
+
+
+def test_go_reporting_sigkill_is_read_as_the_oom_killer(tmp_path: Path) -> None:
+    d = _diagnose(tmp_path, by_id("ollama-llama-server-terminated-signal-killed").text)
+    assert d.category == "out-of-memory" or d.closest == "out-of-memory", d.verdict
+
+
+def test_the_old_llama_cpp_servers_model_loaded_line_is_ready(tmp_path: Path) -> None:
+    d = _diagnose(
+        tmp_path,
+        "llama_new_context_with_model: n_ctx      = 512",
+        by_id("llama-cpp-server-json-model-loaded").text,
+        "all slots are idle and system prompt is empty, clear the KV cache",
+    )
+    assert d.category == "ready", d.verdict
