@@ -56,6 +56,7 @@ SETS = (
     "tenth",
     "eleventh",
     "twelfth",
+    "thirteenth",
 )
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
