@@ -99,6 +99,32 @@ async def test_a_wedged_head_is_named_wedged_while_health_still_says_200(sim_wei
         await stop(result)
 
 
+def _exit_evidence(run: Run) -> str:
+    """What a wrong incident order rests on, printed in the assertion: CI deletes its temporary
+    folders, so the evidence has to be in the log. Per attempt and rank: the recorded exit
+    (time, code) and the rank's last line; then the exits and incidents in the order they were
+    recorded."""
+    rows = []
+    attempts = sorted(p for p in run.dir.iterdir() if p.name.startswith("attempt-"))
+    for folder in [*attempts, run.dir]:
+        for k in range(8):
+            rank_dir = folder / f"rank-{k}"
+            exit_file = rank_dir / "exit.json"
+            ended = json.loads(exit_file.read_text()) if exit_file.exists() else {}
+            log = rank_dir / "stderr.log"
+            last = (
+                log.read_text(errors="replace").strip().rsplit("\n", 1)[-1] if log.exists() else ""
+            )
+            rows.append(
+                f"{folder.name} rank {k}: finished_at={ended.get('finished_at')} "
+                f"code={ended.get('exit_code')} last={last[-90:]!r}"
+            )
+    for e in run.events():
+        if isinstance(e, (Incident, Restarted)) or type(e).__name__ == "RankExited":
+            rows.append(f"event {type(e).__name__} ts={getattr(e, 'ts', 0.0):.3f} {dict(e)}"[:300])
+    return "\n".join(rows)
+
+
 def restart_recipe(tmp_path: Path, restart: str) -> Path:
     """The built-in recipe with a `restart:` block (what an operator adds to ask for it)."""
     from orchestrator.paths import builtin_recipes_dir
@@ -128,7 +154,7 @@ async def test_with_restart_max_2_a_died_group_comes_back_whole_twice_and_the_th
             (3, 0, False),
             (3, 1, False),
             (3, 2, True),
-        ], incidents
+        ], _exit_evidence(run)
         assert all(i.exit_code == 3 for i in incidents)
         assert "restart.max 2" in incidents[-1].advice, incidents[-1].advice
         restarts = [e for e in run.events() if isinstance(e, Restarted)]
