@@ -14,15 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.kernel.read import classify, parse_line, signature_of
-from orchestrator.postmortem import postmortem_logs
-from orchestrator.postmortem.model import Diagnosis
 from tests.engine_lines import by_id
-
-
-def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
-    path = tmp_path / "rank-0.log"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return postmortem_logs([path])
+from tests.unit.postmortem.paste import diagnose_paste
 
 
 @pytest.mark.parametrize(
@@ -58,26 +51,26 @@ def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
     ],
 )
 def test_a_library_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
-    d = _diagnose(tmp_path, by_id(line_id).text)
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert (d.category, d.outcome) == (category, "failed")
 
 
 def test_deepspeeds_launcher_killing_its_ranks_is_a_failure_with_no_cause_named(
     tmp_path: Path,
 ) -> None:
-    d = _diagnose(tmp_path, by_id("deepspeed-launcher-killing-subprocess").text)
+    d = diagnose_paste(tmp_path, by_id("deepspeed-launcher-killing-subprocess").text)
     assert (d.category, d.outcome) == ("unknown", "failed-unknown")
 
 
 def test_a_hub_404_for_a_weights_file_is_the_weights_not_the_tokenizer(tmp_path: Path) -> None:
     # requests' HTTPError, which huggingface_hub chains its EntryNotFoundError from
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         "HTTPError: 404 Client Error: Not Found for url: "
         "https://huggingface.co/org/model/resolve/main/unet/diffusion_pytorch_model.bin",
     )
     assert (d.category, d.outcome) == ("weights-files", "failed")
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         "HTTPError: 404 Client Error: Not Found for url: "
         "https://huggingface.co/org/model/resolve/main/tokenizer_config.json",
@@ -86,7 +79,7 @@ def test_a_hub_404_for_a_weights_file_is_the_weights_not_the_tokenizer(tmp_path:
 
 
 def test_ollamas_runner_started_and_a_chat_answered_is_ready(tmp_path: Path) -> None:
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         by_id("ollama-llama-runner-started").text,
         by_id("ollama-gin-post-api-chat-200").text,
@@ -95,7 +88,7 @@ def test_ollamas_runner_started_and_a_chat_answered_is_ready(tmp_path: Path) -> 
 
 
 def test_gin_answering_head_slash_is_no_model_serving(tmp_path: Path) -> None:
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         '[GIN] 2026/01/20 - 23:15:46 | 200 |     971.777µs |       127.0.0.1 | HEAD     "/"',
         '[GIN] 2026/01/20 - 23:15:46 | 200 |    1.193025ms |       127.0.0.1 | GET      "/api/ps"',
@@ -106,7 +99,7 @@ def test_gin_answering_head_slash_is_no_model_serving(tmp_path: Path) -> None:
 def test_old_vllms_kv_cache_blocks_line_is_past_the_rendezvous(tmp_path: Path) -> None:
     """vLLM before V1 printed the KV cache size as "# GPU blocks: N, # CPU blocks: M": a log cut
     there had loaded its weights, and is no rendezvous that never completed."""
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         "INFO 01-04 11:10:36 llm_engine.py:70] Initializing an LLM engine with config: "
         "model='/data/Yi-34b-Chat', tokenizer='/data/Yi-34b-Chat', tensor_parallel_size=4, seed=0)",
@@ -128,12 +121,12 @@ WRAPPER_FRONT_END = (
 def test_a_wrappers_front_end_up_before_its_engine_starts_is_not_ready(tmp_path: Path) -> None:
     """Langchain-Chatchat's API (uvicorn, its own port) is up first; the vLLM engine under it is
     only starting when the log ends: nothing failed, and nothing is ready."""
-    d = _diagnose(tmp_path, *WRAPPER_FRONT_END)
+    d = diagnose_paste(tmp_path, *WRAPPER_FRONT_END)
     assert d.outcome == "no-failure" and d.category != "ready", d.category
 
 
 def test_the_engines_own_ready_after_the_wrappers_still_counts(tmp_path: Path) -> None:
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         *WRAPPER_FRONT_END,
         "INFO 11-21 21:16:40 llm_engine.py:196] # GPU blocks: 2040, # CPU blocks: 512",
@@ -145,7 +138,7 @@ def test_the_engines_own_ready_after_the_wrappers_still_counts(tmp_path: Path) -
 def test_a_full_disk_under_an_image_layer_is_not_called_the_disk(tmp_path: Path) -> None:
     """An image store's ENOSPC is the image that could not be stored (image.yaml's wordings);
     the generic disk-full rule stands aside for it."""
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         "failed to register layer: Error processing tar file(exit status 1): write "
         "/usr/lib/x86_64-linux-gnu/libcudnn.so.8: [Errno 28] No space left on device",
@@ -162,11 +155,11 @@ def test_a_full_disk_under_an_image_layer_is_not_called_the_disk(tmp_path: Path)
     ],
 )
 def test_a_servers_own_ready_line_is_ready(tmp_path: Path, line_id: str) -> None:
-    assert _diagnose(tmp_path, by_id(line_id).text).category == "ready"
+    assert diagnose_paste(tmp_path, by_id(line_id).text).category == "ready"
 
 
 def test_comfyuis_gui_line_is_ready(tmp_path: Path) -> None:
-    d = _diagnose(tmp_path, "Starting server", by_id("comfyui-to-see-the-gui").text)
+    d = diagnose_paste(tmp_path, "Starting server", by_id("comfyui-to-see-the-gui").text)
     assert d.category == "ready"
 
 
@@ -183,6 +176,6 @@ def test_a_paste_that_ends_on_a_request_answered_500_after_ready_is_a_failure(
     started = by_id("ollama-llama-runner-started").text
     answered = by_id("ollama-gin-post-api-chat-200").text
     failed = answered.replace("| 200 |", "| 500 |")
-    d = _diagnose(tmp_path, started, answered, failed)
+    d = diagnose_paste(tmp_path, started, answered, failed)
     assert (d.category, d.outcome) == ("unknown", "failed-unknown")
-    assert _diagnose(tmp_path, started, failed, answered).category == "ready"
+    assert diagnose_paste(tmp_path, started, failed, answered).category == "ready"

@@ -14,15 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.postmortem import postmortem_logs
-from orchestrator.postmortem.model import Diagnosis
 from tests.engine_lines import by_id
-
-
-def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
-    path = tmp_path / "rank-0.log"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return postmortem_logs([path])
+from tests.unit.postmortem.paste import diagnose_paste
 
 
 @pytest.mark.parametrize(
@@ -59,14 +52,14 @@ def _diagnose(tmp_path: Path, *lines: str) -> Diagnosis:
     ],
 )
 def test_a_library_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
-    d = _diagnose(tmp_path, by_id(line_id).text)
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert (d.category, d.outcome) == (category, "failed"), d.verdict
 
 
 def test_an_image_layer_that_cannot_be_written_is_still_the_image_not_the_disk(
     tmp_path: Path,
 ) -> None:
-    d = _diagnose(tmp_path, by_id("podman-writing-blob-no-space").text)
+    d = diagnose_paste(tmp_path, by_id("podman-writing-blob-no-space").text)
     assert d.category == "image-unpack-race"
 
 
@@ -80,7 +73,7 @@ def test_an_image_layer_that_cannot_be_written_is_still_the_image_not_the_disk(
 def test_a_sigkill_with_nothing_else_said_is_read_as_the_oom_killer(
     tmp_path: Path, line_id: str
 ) -> None:
-    d = _diagnose(tmp_path, by_id(line_id).text)
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert d.category == "out-of-memory" or d.closest == "out-of-memory", d.verdict
     assert d.outcome != "no-failure"
 
@@ -100,7 +93,7 @@ def test_a_sigkill_with_nothing_else_said_is_read_as_the_oom_killer(
 def test_a_process_that_ended_badly_is_a_failure_whose_cause_is_not_shown(
     tmp_path: Path, line_id: str
 ) -> None:
-    d = _diagnose(tmp_path, "starting the server", by_id(line_id).text)
+    d = diagnose_paste(tmp_path, "starting the server", by_id(line_id).text)
     assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
 
 
@@ -113,7 +106,7 @@ def test_a_process_that_ended_badly_is_a_failure_whose_cause_is_not_shown(
     ],
 )
 def test_a_clean_exit_is_no_failure(tmp_path: Path, line: str) -> None:
-    d = _diagnose(tmp_path, "starting the server", line)
+    d = diagnose_paste(tmp_path, "starting the server", line)
     assert d.outcome == "no-failure", d.verdict
 
 
@@ -132,12 +125,12 @@ def test_a_clean_exit_is_no_failure(tmp_path: Path, line: str) -> None:
 def test_a_twelfth_set_wording_names_its_category(
     tmp_path: Path, line_id: str, category: str
 ) -> None:
-    d = _diagnose(tmp_path, by_id(line_id).text)
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert (d.category, d.outcome) == (category, "failed"), d.verdict
 
 
 def test_a_panic_whose_message_names_etcd_is_the_rendezvous(tmp_path: Path) -> None:
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         by_id("rust-thread-panicked-dynamo-kv").text,
         by_id("dynamo-unable-to-create-lease-etcd").text,
@@ -158,17 +151,17 @@ def test_a_panic_whose_message_names_etcd_is_the_rendezvous(tmp_path: Path) -> N
 def test_a_twelfth_set_process_death_is_a_failure_whose_cause_is_not_shown(
     tmp_path: Path, line_id: str
 ) -> None:
-    d = _diagnose(tmp_path, "starting the server", by_id(line_id).text)
+    d = diagnose_paste(tmp_path, "starting the server", by_id(line_id).text)
     assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
 
 
 def test_go_reporting_sigkill_is_read_as_the_oom_killer(tmp_path: Path) -> None:
-    d = _diagnose(tmp_path, by_id("ollama-llama-server-terminated-signal-killed").text)
+    d = diagnose_paste(tmp_path, by_id("ollama-llama-server-terminated-signal-killed").text)
     assert d.category == "out-of-memory" or d.closest == "out-of-memory", d.verdict
 
 
 def test_the_old_llama_cpp_servers_model_loaded_line_is_ready(tmp_path: Path) -> None:
-    d = _diagnose(
+    d = diagnose_paste(
         tmp_path,
         "llama_new_context_with_model: n_ctx      = 512",
         by_id("llama-cpp-server-json-model-loaded").text,
