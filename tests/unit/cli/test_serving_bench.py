@@ -72,8 +72,9 @@ async def test_a_level_against_the_simulator_gets_every_token_and_its_rates_roug
     assert lv.generated == 2 * 12  # ignore_eos: exactly max_tokens each
     assert lv.prompt_len_mean is not None and lv.prompt_len_mean >= 200  # server's usage
     # Loose: 200 / 4000 = 50 ms to the first token, 10 ms per further one.
+    # (TPOT bounded below at half of that: a busy CI host measured 8.9985 ms against 9)
     assert lv.ttft.p50 is not None and 0.04 < lv.ttft.p50 < 0.5
-    assert lv.tpot.p50 is not None and 0.009 < lv.tpot.p50 < 0.05
+    assert lv.tpot.p50 is not None and 0.005 < lv.tpot.p50 < 0.05
     assert lv.client_cpu_s > 0
 
 
