@@ -175,6 +175,18 @@ class ServingState:
         ):
             self.tokens_moved_at = r.ts
 
+    def begin_attempt(self, ready_at: float) -> None:
+        """A restarted group is READY: what the last attempt's head and nodes showed is no
+        evidence about this one. Without this, the old attempt's failing /health (its rank had
+        died) reads as a wedge of the new one at the first tick, before its head is asked, and
+        a restart budget would be spent on a group that serves."""
+        self.ready_at = ready_at
+        self.canary_failing_since, self.canary_error = None, ""
+        self.health_failing_since = None
+        self.engine = self.engine_prev = None
+        self.tokens_moved_at = None
+        self.memory.clear()  # the reload freed and refilled memory: no trend spans it
+
     def note_memory(self, node: str, ts: float, available: int | None, window_s: float) -> None:
         if available is None:
             return

@@ -345,7 +345,7 @@ class ServingWatch:
             self._final_reason = f"the restarted group did not come back: {verdict.message}"
             self._record(verdict, final=True)
             raise _GroupGone(verdict)
-        self.serving.ready_at = sup.clock()
+        self.serving.begin_attempt(sup.clock())
         self._start_tasks()
 
 

@@ -79,6 +79,26 @@ def test_a_canary_failing_while_health_says_200_for_the_window_is_wedged_by_cana
     assert watch_wedge(sv, 151.0, CFG) == []
 
 
+def test_a_restarted_group_is_not_judged_wedged_by_the_last_attempts_failing_head() -> None:
+    # Attempt 0's rank died at t=10; its head stopped answering /health and the canary. The
+    # restart took 30 s; the new group is READY at 40 and its head not yet asked at 41.
+    sv = ServingState(ready_at=0.0)
+    sv.note_canary(CanaryResult(5.0, 0.2, True))
+    sv.note_canary(CanaryResult(11.0, None, False, "connection refused"))
+    engine(sv, 9.0, 1, 0, 100)
+    engine(sv, 11.0, 1, 0, 100)
+    sv.note_memory("spark-1", 9.0, 100 * GiB, CFG.leak_window_s)
+    fast = replace(CFG, wedge_s=4.0)
+    assert watch_wedge(sv, 41.0, fast)  # without a new attempt the old failure reads as wedged
+    sv.begin_attempt(40.0)
+    assert watch_wedge(sv, 41.0, fast) == []
+    assert sv.ready_at == 40.0 and sv.memory == {} and sv.canaries  # latency history is kept
+    sv.note_canary(CanaryResult(42.0, None, False, "connection refused"))
+    assert watch_wedge(sv, 45.0, fast) == []  # the new attempt's own failure: 3 s, not yet
+    (f,) = watch_wedge(sv, 46.0, fast)
+    assert f.watcher == "wedge:health"
+
+
 def test_slow_canaries_are_a_warning_with_p50_and_p99_not_a_wedge() -> None:
     sv = ServingState(ready_at=0.0)
     for t in range(0, 300, 15):
