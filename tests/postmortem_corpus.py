@@ -59,6 +59,7 @@ MINED_SETS = (
     "tenth",
     "eleventh",
     "twelfth",
+    "thirteenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 
