@@ -18,12 +18,13 @@ TESTS = Path(__file__).resolve().parent
 # `make test` runs the tiers side by side, as pytest processes (tests/run_tiers.sh), each
 # selecting one group with `--tier-group`. What owns something machine-wide runs in its own
 # group, one test at a time, as before:
-# - netns and netns-2: the netns tier on two testbeds of its own, side by side (each its own
-#   root folder, name prefix and subnets; the bridge sysctls they share are held by whichever is
-#   up: orchestrator/testbed/host.py). Most of the tier waits (timeouts, throttled links, a
-#   node cut for 20 s), so two testbeds nearly halve its wall time on two cores. netns keeps
-#   the modules that nest a testbed of their own or spell the first testbed's names and
-#   addresses. Both share one kernel log: a real OOM kill in one lane is in the other's window
+# - netns, netns-2 and netns-3: the netns tier on three testbeds of its own, side by side
+#   (each its own root folder, name prefix and subnets; the bridge sysctls they share are held
+#   by whichever is up: orchestrator/testbed/host.py). Most of the tier waits (timeouts,
+#   throttled links, a node cut for 20 s, a group restarted twice), so three testbeds cut its
+#   wall time to about a third on two cores. netns keeps the modules that nest a testbed of
+#   their own or spell the first testbed's names and addresses; netns-3 takes the two longest
+#   portable modules (the blame drills, the serving drills: about 650 s of waiting together). Both share one kernel log: a real OOM kill in one lane is in the other's window
 #   too, and the postmortem gives such a line only to the rank whose container it names
 #   (postmortem/kernel_hits.py), so the kernel drills may run beside the OOM drill;
 # - builtin-cluster: the built-in simulated cluster (127.0.0.10-17 and its ports), which
@@ -41,7 +42,6 @@ TIER_GROUPS = {
 }
 SECOND_TESTBED = frozenset(
     {
-        "test_blame_netns.py",
         "test_docker_host_netns.py",
         "test_inventory_check_netns.py",
         "test_kernel_netns.py",
@@ -54,8 +54,9 @@ SECOND_TESTBED = frozenset(
         "test_status_netns.py",
     }
 )
+THIRD_TESTBED = frozenset({"test_blame_netns.py", "test_serving_watch_netns.py"})
 BUILTIN_CLUSTER_WORDS = (b"builtin_simulated_inventory", b"127.0.0.10")
-GROUPS = ("netns", "netns-2", "builtin-cluster", "engines", "rest")
+GROUPS = ("netns", "netns-2", "netns-3", "builtin-cluster", "engines", "rest")
 
 
 def group_of(path: Path) -> str:
@@ -63,6 +64,8 @@ def group_of(path: Path) -> str:
         tier = path.relative_to(TESTS).parts[0]
     except ValueError:
         return "rest"
+    if tier == "netns" and path.name in THIRD_TESTBED:
+        return "netns-3"
     if tier == "netns" and path.name in SECOND_TESTBED:
         return "netns-2"
     if tier in TIER_GROUPS:

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# `make test`'s pytest: the groups of tests/conftest.py in four lanes side by side, each group
-# one pytest process: the netns tier on its first testbed; the netns tier on its second testbed;
-# the built-in cluster and then the engines tier (one after the other: the engines tier's imports
-# evict page cache the built-in cluster's nodes share with this machine); the rest (unit,
-# transport, ansible: the CPU-bound part, while the other lanes mostly wait). Each group's report,
-# its 25 slowest tests included, is printed once every lane is done; the run fails if any group
-# failed. Extra arguments go to every pytest.
+# `make test`'s pytest: the groups of tests/conftest.py in five lanes side by side, each group
+# one pytest process: the netns tier on its first, second and third testbeds (one lane each:
+# that tier mostly waits); the built-in cluster and then the engines tier (one after the other:
+# the engines tier's imports evict page cache the built-in cluster's nodes share with this
+# machine); and the engines' parsers installed, then the rest (unit, transport, ansible: the
+# CPU-bound part, while the other lanes mostly wait). The install runs beside the tiers rather
+# than before them: the engines tier is the only one that needs it, and it starts last. Each
+# group's report, its 25 slowest tests included, is printed once every lane is done; the run
+# fails if any group (or the install) failed. Extra arguments go to every pytest.
 set -uo pipefail
 py=${1:?usage: run_tiers.sh PYTHON [pytest args...]}
 shift
@@ -19,18 +21,37 @@ run_group() {  # GROUP: its pytest, its report in $out/GROUP.log, its exit code 
   echo "$(( $(date +%s) - start ))" >"$out/$1.s"
 }
 
+install_parsers() {  # the engines tier's side environments (tests/engines/install-parsers.sh)
+  bash tests/engines/install-parsers.sh "$py" >"$out/parsers.log" 2>&1
+  echo $? >"$out/parsers.rc"
+}
+
+engines_after_install() {  # the engines group, once the install has ended (it began at start)
+  until [ -f "$out/parsers.rc" ]; do sleep 2; done
+  if [ "$(cat "$out/parsers.rc")" -eq 0 ]; then
+    run_group engines "$@"
+  else
+    { echo "the engines' parsers did not install (tests/engines/install-parsers.sh):"
+      cat "$out/parsers.log"; } >"$out/engines.log"
+    echo 1 >"$out/engines.rc"
+  fi
+}
+
+lanes=()
 run_group netns "$@" &
-lane_netns=$!
+lanes+=($!)
 run_group netns-2 "$@" &
-lane_netns_2=$!
-( run_group builtin-cluster "$@"; run_group engines "$@" ) &
-lane_local=$!
-run_group rest "$@" &
-lane_rest=$!
-wait "$lane_netns" "$lane_netns_2" "$lane_local" "$lane_rest"
+lanes+=($!)
+run_group netns-3 "$@" &
+lanes+=($!)
+( run_group builtin-cluster "$@"; engines_after_install "$@" ) &
+lanes+=($!)
+( install_parsers; run_group rest "$@" ) &
+lanes+=($!)
+wait "${lanes[@]}"
 
 status=0
-for group in builtin-cluster engines rest netns netns-2; do
+for group in builtin-cluster engines rest netns netns-2 netns-3; do
   rc=$(cat "$out/$group.rc" 2>/dev/null || echo 1)
   # 5: the group selected no test (e.g. -k matched nothing there): not a failure.
   [ "$rc" -eq 5 ] && rc=0

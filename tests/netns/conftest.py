@@ -72,13 +72,22 @@ def _controller_ssh_listing() -> dict[str, bytes] | None:
     return out
 
 
-# Names and subnets apart from the first testbed's (ctb, 198.18.0-1) and from those tests nest
-# (cti 198.18.4-5, ctc 198.18.2-3).
-SECOND_TESTBED: dict[str, Any] = {
-    "root": Path(f"{tbmod.default_root()}-2"),
-    "prefix": "ctd",
-    "mgmt_subnet": "198.18.6",
-    "fab_subnet": "198.18.7",
+# Names and subnets apart from the first testbed's (ctb, 198.18.0-1), from each other and from
+# those tests nest (cti 198.18.4-5, ctc 198.18.2-3): `--tier-group netns-2` and `netns-3`
+# (tests/conftest.py) each bring up their own, beside the first.
+OTHER_TESTBEDS: dict[str, dict[str, Any]] = {
+    "netns-2": {
+        "root": Path(f"{tbmod.default_root()}-2"),
+        "prefix": "ctd",
+        "mgmt_subnet": "198.18.6",
+        "fab_subnet": "198.18.7",
+    },
+    "netns-3": {
+        "root": Path(f"{tbmod.default_root()}-3"),
+        "prefix": "cte",
+        "mgmt_subnet": "198.18.8",
+        "fab_subnet": "198.18.9",
+    },
 }
 
 
@@ -94,9 +103,8 @@ def testbed(
 ) -> Iterator[Testbed]:
     _require_prerequisites()
     n = int(os.environ.get("CTB_NODES") or tbmod.DEFAULT_NODES)
-    # `--tier-group netns-2` (tests/conftest.py): the second testbed, up beside the first.
-    second = request.config.getoption("--tier-group") == "netns-2"
-    tb = Testbed(**SECOND_TESTBED) if second else Testbed()
+    other = OTHER_TESTBEDS.get(request.config.getoption("--tier-group") or "")
+    tb = Testbed(**other) if other else Testbed()
     finished = threading.Event()
 
     def _down_at_exit() -> None:

@@ -53,7 +53,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_a_rank_killed_after_ready_is_rank_died_with_its_exit_code_and_last_lines(
     sim_weights, state
 ):
-    result, _ = await run_boot(sim_weights, state, fault="rank=3:exit-at=serving:after=15:code=3")
+    result, _ = await run_boot(sim_weights, state, fault="rank=3:exit-at=serving:after=10:code=3")
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
         incident = await asyncio.wait_for(watch_run(result.run, serve=FAST), 90)
@@ -83,7 +83,7 @@ async def test_a_rank_killed_after_ready_is_rank_died_with_its_exit_code_and_las
 
 
 async def test_a_wedged_head_is_named_wedged_while_health_still_says_200(sim_weights, state):
-    result, _ = await run_boot(sim_weights, state, fault="rank=0:hang-at=serving:after=15")
+    result, _ = await run_boot(sim_weights, state, fault="rank=0:hang-at=serving:after=10")
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
         began = time.time()
@@ -138,11 +138,11 @@ def restart_recipe(tmp_path: Path, restart: str) -> Path:
 async def test_with_restart_max_2_a_died_group_comes_back_whole_twice_and_the_third_death_is_final(
     sim_weights, state, tmp_path
 ):
-    # The fault is in every rank's launch plan: each attempt's rank 3 dies 15 s into serving
+    # The fault is in every rank's launch plan: each attempt's rank 3 dies 10 s into serving
     # (after the boot's smoke request, which the head answers once every rank serves).
     recipe = restart_recipe(tmp_path, "{max: 2, backoff: 1, min_mem_available: 0}")
     result, _ = await run_boot(
-        sim_weights, state, fault="rank=3:exit-at=serving:after=15:code=3", recipe=str(recipe)
+        sim_weights, state, fault="rank=3:exit-at=serving:after=10:code=3", recipe=str(recipe)
     )
     try:
         assert result.verdict.outcome is Outcome.READY, result.verdict.message
