@@ -57,6 +57,7 @@ SETS = (
     "eleventh",
     "twelfth",
     "thirteenth",
+    "fourteenth",
 )
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
