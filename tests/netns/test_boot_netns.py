@@ -350,15 +350,17 @@ def remove_run_containers(tb: Testbed) -> None:
 # -- READY ----------------------------------------------------------------------------------
 
 SLIGHTLY_SLOW_RANK = 5
-SLIGHTLY_SLOW = f"rank={SLIGHTLY_SLOW_RANK}:slow-read=10MB/s"  # the others read at 16 MB/s
+SLIGHTLY_SLOW = f"rank={SLIGHTLY_SLOW_RANK}:slow-read=12MB/s"  # the others read at 16 MB/s
 
 
 @pytest.fixture(scope="module")
 def ready_boot(
     testbed: Testbed, testbed_image: str, state_home: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BootProc]:
-    """One boot for the READY tests: rank 5 reads at 10 MB/s instead of 16 (~6 s late of a
-    15 s window: slow, but in time)."""
+    """One boot for the READY tests: rank 5 reads at 12 MB/s instead of 16 (~3 s late of a
+    15 s window: slow, but in time). At 10 MB/s (~6 s late) a CI host at load average 26 (five
+    test lanes on two cores) slowed its reads enough for the predictor to warn once: the
+    margin is the test's, not the behaviour's."""
     testbed.heal()
     remove_run_containers(testbed)
     logs = tmp_path_factory.mktemp("ready-boot")
