@@ -60,6 +60,7 @@ MINED_SETS = (
     "eleventh",
     "twelfth",
     "thirteenth",
+    "fourteenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -15,6 +15,14 @@ MARKERS = (
         "checkpoint shards",
         r"Loading safetensors checkpoint shards:\s+(\d+)%[^|]*\|\s*(\d+)/(\d+)",
     ),
+    # transformers' own loader (from_pretrained; FastChat-style model workers, TGI's older
+    # shards): `Loading checkpoint shards:  43%|████▎     | 3/7 [00:10<00:13, ...]`
+    marker(
+        M.shards,
+        None,
+        "Loading checkpoint shards:",
+        r"Loading checkpoint shards:\s+(\d+)%\|[^|]*\|\s*(\d+)/(\d+)",
+    ),
     # NCCL picked its bootstrap interface: communicator setup has begun
     marker(M.dist_begin, None, "NCCL INFO Bootstrap", r"NCCL INFO Bootstrap ?: ?Using"),
     # torch's store is being created (a Python trace stopping here hangs in the rendezvous)
@@ -41,6 +49,8 @@ MARKERS = (
     # the older llama.cpp server's JSON log once its model is loaded (it serves next)
     marker(M.ready, None, '"message":"model loaded"'),
     marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),
+    # LM Studio's server (it loads a model when a request names one)
+    marker(M.ready, None, "[LM STUDIO SERVER] Success! HTTP server listening on port"),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(
