@@ -526,11 +526,12 @@ class Rank:
             for fault in [f for f in pending if f.after <= now_s]:
                 if fault.action != "leak":
                     pending.remove(fault)
-                self._serving_fault(fault, leaked)
+                self._serving_fault(fault, leaked, now_s - fault.after)
             self.group.lost.wait(0.25 if pending else 1.0)
             self._poll_child()
 
-    def _serving_fault(self, fault: Fault, leaked: list[bytearray]) -> None:
+    def _serving_fault(self, fault: Fault, leaked: list[bytearray], running_s: float) -> None:
+        """One serving-phase fault, `running_s` seconds after it began."""
         if fault.action == "exit-at":
             self.apply_faults_of([fault])
         elif fault.action == "hang-at":
@@ -542,7 +543,10 @@ class Rank:
             self._state.extra_delay = fault.delay or 0.0
         elif fault.action == "leak" and fault.rate and fault.size:
             held = sum(len(b) for b in leaked) + self._leaked_bytes
-            step = min(int(fault.rate / 4), fault.size - held)  # checked every 0.25 s
+            # Paced by the clock, not by the 0.25 s ticks: on a starved host a tick comes late
+            # and the leak catches up, so `leak=100MB/s` is 100 MB/s of wall time (a CI host at
+            # load average 26 made a tick-paced leak 45 MB/s).
+            step = min(int(fault.rate * max(running_s, 0.25)), fault.size) - held
             if step <= 0:
                 return
             view = node_view_dir()
