@@ -1,11 +1,11 @@
-"""The rules mined from the fourteenth unseen set (tests/fixtures/postmortem-fourteenth/,
-issue 29), after its score was frozen.
+"""The rules mined from the thirteenth and fourteenth unseen sets
+(tests/fixtures/postmortem-thirteenth/, -fourteenth/, issue 29), each after its score was frozen.
 
 Each rests on a program's own words (the engine-line corpus's lines, verbatim from the threads
 cited there): what the postmortem makes of them through `postmortem_logs`, as `cluster
-postmortem --logs FILE` calls it. The set's two `ready` mistakes gave the last two tests: a
-serving line before a model load is not the model serving, and a transfer that broke after the
-server came up is a failure.
+postmortem --logs FILE` calls it. The fourteenth set's two `ready` mistakes gave the last two
+tests: a serving line before a model load is not the model serving, and a transfer that broke
+after the server came up is a failure.
 """
 
 from __future__ import annotations
@@ -21,6 +21,28 @@ from tests.unit.postmortem.paste import diagnose_paste
 @pytest.mark.parametrize(
     ("line_id", "category"),
     [
+        # -- the thirteenth set
+        # TensorRT's own words for a device allocation it did not get
+        ("tensorrt-error-code-2-out-of-memory", "out-of-memory"),
+        ("tensorrt-requested-gpu-memory-not-allocated", "out-of-memory"),
+        # TGI's warmup refusing its prefill token budget
+        ("tgi-warmup-not-enough-memory-prefill-tokens", "kv-cache-budget"),
+        # the driver could not bring the GPU up
+        ("nvrm-rminitadapter-gsp-firmware", "gpu-fault"),
+        ("nvrm-cannot-initialize-gsp-firmware", "gpu-fault"),
+        ("nvrm-gfw-boot-wait-failed", "gpu-fault"),
+        # llama.cpp's registry check, like vLLM's
+        ("llama-cpp-unknown-model-architecture", "config-validator-refusal"),
+        # the ranks could not reach each other: NCCL's bootstrap, an RDMA peer that never acked
+        ("nccl-bootstrap-socket-in-progress-chain", "rendezvous-network"),
+        ("mooncake-rdma-transport-retry-counter-exceeded", "rendezvous-network"),
+        # the config is not where or what the loader expects
+        ("transformers-config-file-not-valid-json-gguf", "tokenizer-config"),
+        ("unsloth-no-config-file-found", "tokenizer-config"),
+        # the image never reached the node whole
+        ("docker-pull-no-matching-manifest-capitalized", "image-unpack-race"),
+        ("docker-pull-untar-reexec-unexpected-eof", "image-unpack-race"),
+        # -- the fourteenth set
         # the host or the device had not the memory asked for
         ("kernel-memory-cgroup-oom-kill-process-old", "out-of-memory"),
         ("ollama-model-requires-more-system-memory", "out-of-memory"),
@@ -46,16 +68,27 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("ascend-ee1002-stream-synchronize-timeout", "watchdog-timeout"),
     ],
 )
-def test_a_fourteenth_set_wording_names_its_category(
-    tmp_path: Path, line_id: str, category: str
-) -> None:
+def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
     d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert (d.category, d.outcome) == (category, "failed"), d.verdict
+
+
+def test_the_untar_error_is_the_image_though_it_carries_an_exit_status(tmp_path: Path) -> None:
+    # "exit status 1" alone is a process that ended badly (cause unknown); beside "Untar
+    # re-exec error" it is the layer's unpack, and the answer must say so.
+    d = diagnose_paste(tmp_path, by_id("docker-pull-untar-reexec-unexpected-eof").text)
+    assert d.category == "image-unpack-race", d.verdict
 
 
 @pytest.mark.parametrize(
     "line_id",
     [
+        # local runners that failed to load (the thirteenth set)
+        "localai-llama-cpp-rpc-canceled-fallback",
+        "localai-llama-cpp-rpc-unavailable-eof",
+        "jan-llama-cpp-process-error",
+        "lmstudio-error-loading-model-exit-code",
+        # a bare CUDA error, torch elastic's compact summary (the fourteenth set)
         "torch-elastic-root-cause-exitcode-1-compact",
         "ggml-cuda-error-invalid-argument",
         "cuda-failed-with-error-invalid-argument",
@@ -64,6 +97,19 @@ def test_a_fourteenth_set_wording_names_its_category(
 def test_a_failure_that_names_no_cause_is_failed_unknown(tmp_path: Path, line_id: str) -> None:
     d = diagnose_paste(tmp_path, "loading the model", by_id(line_id).text)
     assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(Exit code: 0). Model unloaded.",
+        "g105:26921:27058 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.5<0>",
+        "Selected architecture: 'llama'",
+    ],
+)
+def test_the_same_words_without_a_failure_are_no_failure(tmp_path: Path, text: str) -> None:
+    d = diagnose_paste(tmp_path, text)
+    assert d.outcome == "no-failure", d.verdict
 
 
 def test_a_cuda_error_that_names_its_cause_keeps_its_category(tmp_path: Path) -> None:
