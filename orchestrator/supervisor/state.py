@@ -40,6 +40,7 @@ class RankState:
     read_rate: float | None = None  # bytes/s, smoothed
     peak_rate: float = 0.0
     rate_samples: int = 0
+    load_samples: int = 0  # rate samples taken after its load began: the basis of a prediction
     last_sample_ts: float | None = None
     last_rchar: int | None = None
     started_at: float | None = None
@@ -158,11 +159,12 @@ def _on_logs(r: RankState, ts: float, raw_lines: Sequence[str]) -> RankState:
         proves = PHASE_OF.get(m)  # the dialect tables say which phase a milestone proves
         if proves is not None:
             phase = _advance(phase, proves)
-        if m is Milestone.load_begin:
+        if m is Milestone.load_begin or (m is Milestone.shards and r.load_began_at is None):
+            # the begin line, or the first shard bar of an engine that prints none
             changes.setdefault("load_began_at", r.load_began_at or ts)
             if r.load_began_at is None:
                 changes.setdefault("load_began_bytes", r.bytes_read)
-        elif m is Milestone.shards:
+        if m is Milestone.shards:
             changes.update(shards_done=p.done, shards_total=p.total)
         elif m is Milestone.load_end:
             changes.setdefault("load_ended_at", r.load_ended_at or ts)
@@ -195,8 +197,12 @@ def _on_sample(r: RankState, e: Sample) -> RankState:
                 if r.read_rate is None
                 else (RATE_ALPHA * instant + (1 - RATE_ALPHA) * r.read_rate)
             )
+            in_load = r.load_began_at is not None and e.ts > r.load_began_at
             changes.update(
-                read_rate=rate, peak_rate=max(r.peak_rate, rate), rate_samples=r.rate_samples + 1
+                read_rate=rate,
+                peak_rate=max(r.peak_rate, rate),
+                rate_samples=r.rate_samples + 1,
+                load_samples=r.load_samples + (1 if in_load else 0),
             )
         changes.update(last_sample_ts=e.ts, last_rchar=e.rchar)
     return replace(r, **changes)  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ class WatchConfig:
     mem_free_floor: int = 8 * GiB  # a community guard uses MemFree >= 8 GiB on GB10
     lost_grace_s: float = 6.0  # a node silent this long is lost (the test allows 10 s)
     stall_s: float = 300.0  # no progress signal for this long while others progress
-    min_rate_samples: int = 2  # never predict from a single reading
+    min_rate_samples: int = 2  # never predict from a single reading of the load itself
     miss_margin: float = 0.05  # predicted lateness below 5% of the window is noise
 
 
@@ -114,7 +114,10 @@ def _predicted_finish(
         return r.load_ended_at
     if r.phase is not RankPhase.loading:  # not reading weights yet (or gone): no basis
         return None
-    if not cfg.expected_bytes_per_rank or r.rate_samples < cfg.min_rate_samples:
+    # Samples of the load itself: before its begin line the rank reads code and config, not
+    # weights, and a rate from then (1.2 MB/s on a busy CI host, 1.3 s into the load) predicted
+    # a 59 s miss for a rank that loaded in 10 s.
+    if not cfg.expected_bytes_per_rank or r.load_samples < cfg.min_rate_samples:
         return None
     remaining = max(cfg.expected_bytes_per_rank - r.bytes_read, 0)
     # The better of the smoothed rate and the whole load's average: a momentary dip (one late

@@ -139,6 +139,31 @@ def test_one_late_sample_on_a_busy_host_predicts_no_miss_the_whole_load_does_not
     assert w.rank == 3 and "at 60.0 MB/s" in w.message
 
 
+def test_reads_before_the_load_began_are_no_basis_for_a_prediction():
+    """CI saw it (load average 29): a rank read code and config slowly before its begin line,
+    and one sample 1.3 s into its load predicted a 59 s miss; it loaded in 10 s. A miss is
+    predicted only from samples of the load itself."""
+    b = Boot(nodes=["node0", "node1"])
+    b.cfg = WatchConfig(barrier_window_s=15, expected_bytes_per_rank=280 * MB)
+    b.state = initial_state(["node0", "node1"])
+    for k in range(2):
+        b.fold(RankStarted(ts=0, rank=k, container=f"c{k}"))
+    b.read([1.2, 1.2], 6)  # starting: libraries and config at 1.2 MB/s, no begin line yet
+    for k in range(2):
+        b.log(k, LOAD_BEGIN)
+    b.read([1.5, 60], 1)  # one sample into the load
+    assert b.state.rank(0).load_samples == 1
+    assert not [f for f in b.findings() if f.watcher == "barrier"]
+    b.read([30, 60], 1)  # the load's own rate: rank 0 in time
+    assert not [f for f in b.findings() if f.watcher == "barrier"]
+    # A rank slow in its load itself is still warned about, from its second sample in it.
+    slow = Boot(nodes=["node0", "node1"])
+    slow.cfg = WatchConfig(barrier_window_s=15, expected_bytes_per_rank=280 * MB)
+    slow.read([2, 60], 3, step=1.0)
+    [w] = [f for f in slow.findings() if f.watcher == "barrier"]
+    assert w.rank == 0
+
+
 def test_the_barrier_verdict_names_the_straggler_not_the_ranks_that_raised():
     b = Boot()
     b.read([200, 200, 200, 5], 60)
