@@ -37,9 +37,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.runctx import load_context  # noqa: E402
+from orchestrator.run.context import load_context  # noqa: E402
+from orchestrator.run.status import current_view, live_view  # noqa: E402
 from orchestrator.runstore import RunStore  # noqa: E402
-from orchestrator.status import current_view, live_view  # noqa: E402
 from orchestrator.testbed import TEST_IMAGE, Testbed  # noqa: E402
 
 RECIPE = "mistral-large4-8x-sglang"

@@ -48,10 +48,10 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.boot import host_python  # noqa: E402
 from orchestrator.dockercli import DockerCli  # noqa: E402
 from orchestrator.inventory import load_inventory  # noqa: E402
-from orchestrator.launch import LABEL_RANK, LABEL_RUN  # noqa: E402
+from orchestrator.plan.launch import LABEL_RANK, LABEL_RUN  # noqa: E402
+from orchestrator.run.boot import host_python  # noqa: E402
 from orchestrator.runstore import RunStore  # noqa: E402
 from orchestrator.runtime.base import RankSpec  # noqa: E402
 from orchestrator.runtime.docker import DockerRuntime  # noqa: E402

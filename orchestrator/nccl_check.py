@@ -30,19 +30,19 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError, CommandTimeout, PreflightRefused
 from orchestrator.facts import FactsRequest, gather_facts
-from orchestrator.launch import (
+from orchestrator.logtail import readable_tail
+from orchestrator.models.base import StrictModel
+from orchestrator.models.events import NcclCheck
+from orchestrator.models.inventory import Inventory
+from orchestrator.models.recipe import Recipe
+from orchestrator.plan.launch import (
     LaunchVariant,
     PlanError,
     RankLaunch,
     plan_launch,
     with_secret_env,
 )
-from orchestrator.logtail import readable_tail
-from orchestrator.models.base import StrictModel
-from orchestrator.models.events import NcclCheck
-from orchestrator.models.inventory import Inventory
-from orchestrator.models.recipe import Recipe
-from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
+from orchestrator.plan.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.scripts import script_text
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory

@@ -15,12 +15,12 @@ from typing import Any
 
 from pydantic import Field
 
-from orchestrator.launch import LaunchPlan
 from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Connection, Inventory, Node
 from orchestrator.models.recipe import RECORDED_KEY, Recipe
 from orchestrator.models.run import Finding, Outcome
-from orchestrator.rendezvous import RendezvousPlan
+from orchestrator.plan.launch import LaunchPlan
+from orchestrator.plan.rendezvous import RendezvousPlan
 
 __all__ = [
     "RECORDED",

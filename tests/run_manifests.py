@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.boot import write_manifest
 from orchestrator.models.inventory import Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.recipes import resolve_recipe
+from orchestrator.run.boot import write_manifest
 from orchestrator.runstore import Run
 from tests.inventories import inventory_of
 

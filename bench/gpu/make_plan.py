@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 from orchestrator.facts import FactsRequest, gather_facts  # noqa: E402
 from orchestrator.inventory import load_inventory  # noqa: E402
 from orchestrator.nccl_check import NcclCheckOptions, plan_nccl_check  # noqa: E402
+from orchestrator.plan.rendezvous import plan_rendezvous  # noqa: E402
 from orchestrator.recipes import resolve_recipe  # noqa: E402
-from orchestrator.rendezvous import plan_rendezvous  # noqa: E402
 from orchestrator.transport import ConnectOptions  # noqa: E402
 from orchestrator.transport.pool import close_transports, open_transports  # noqa: E402
 

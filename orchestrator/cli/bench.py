@@ -112,8 +112,8 @@ def bench(
     if compare is not None:
         _compare(store, compare, json_out)
         return
-    from orchestrator.runctx import load_context
-    from orchestrator.serving_bench.session import bench_run
+    from orchestrator.run.bench import bench_run
+    from orchestrator.run.context import load_context
 
     try:
         grid = (

@@ -15,7 +15,6 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
-from orchestrator.boot import BootOptions, boot
 from orchestrator.cli.boot_screen import LiveUI, print_outcome
 from orchestrator.cli.inventory import open_inventory
 from orchestrator.cli.options import AcceptKeysOpt, InventoryOpt, RecipeArg, WideOpt
@@ -28,6 +27,7 @@ from orchestrator.cli.output import (
 )
 from orchestrator.errors import BootFailed, ClusterError, ExitCode
 from orchestrator.models.run import Outcome
+from orchestrator.run.boot import BootOptions, boot
 from orchestrator.runstore import Run
 from orchestrator.transport import ConnectOptions
 
@@ -169,7 +169,7 @@ def boot_cmd(
     outcome_now = result.verdict.outcome
     watcher: int | None = None
     if serving_watch and outcome_now is not None and outcome_now.serving:
-        from orchestrator.watch import WATCH_LOG, start_watcher
+        from orchestrator.run.watch import WATCH_LOG, start_watcher
 
         watcher = start_watcher(result.run, inventory)
         if not json_out:

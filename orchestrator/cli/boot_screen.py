@@ -7,10 +7,10 @@ from __future__ import annotations
 from rich.live import Live
 from rich.text import Text
 
-from orchestrator.boot import BootResult
 from orchestrator.cli.output import console, err_console, harmless, plain, styled
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem.report import render_rich
+from orchestrator.run.boot import BootResult
 from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.table import BootTable
 from orchestrator.supervisor.view import BootView

@@ -32,10 +32,10 @@ from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.errors import BootFailed, ConfigError, UnhealthyCluster
 from orchestrator.models.events import Step
 from orchestrator.models.run import Finding, Outcome, RunPhase
+from orchestrator.run.context import load_context
+from orchestrator.run.status import current_view
 from orchestrator.run_files import RankImage
-from orchestrator.runctx import load_context
 from orchestrator.runstore import Run, RunStore
-from orchestrator.status import current_view
 from orchestrator.supervisor.summary import PlainProgress
 from orchestrator.supervisor.table import BootTable
 from orchestrator.supervisor.view import BootView
@@ -198,15 +198,15 @@ def supervise(
     until an incident or `cluster stop` (the serving watch, docs/operating.md)."""
     r = pick_run(store_for(inventory), run)
     if systemd_unit:
-        from orchestrator.watch import systemd_unit as unit_text
+        from orchestrator.run.watch import systemd_unit as unit_text
 
         print(unit_text(r, inventory), end="")
         return
     current = r.verdict()
     if current is None or not current.outcome.serving:
         # Imported here: `cluster status` shares this module and should not pay for the boot.
-        from orchestrator.boot import BootOptions, resume
         from orchestrator.cli.boot_screen import LiveUI, print_outcome
+        from orchestrator.run.boot import BootOptions, resume
 
         ui = LiveUI(None)
         result = asyncio.run(resume(r, options=BootOptions(), ui=ui))
@@ -224,7 +224,7 @@ def supervise(
 
 def watch_serving(r: Run) -> None:
     """The serving watch in this process, until an incident (its exit code) or a stop."""
-    from orchestrator.watch import install_halt, watch_run
+    from orchestrator.run.watch import install_halt, watch_run
 
     async def main() -> Finding | None:
         halt = asyncio.Event()
@@ -250,7 +250,7 @@ def watch_serving(r: Run) -> None:
 def stop(inventory: InventoryOpt = None, run: RunOpt = None, yes: YesOpt = False) -> None:
     """Save every rank's complete log and inspect output into the run directory, then stop and
     remove that run's containers (only those: matched by the run's labels)."""
-    from orchestrator.stop import end_controller, record_stopped, stop_run
+    from orchestrator.run.stop import end_controller, record_stopped, stop_run
 
     r = pick_run(store_for(inventory), run)
     if not r.has_launch_plan():  # still in preflight or its twin: no ranks to save or remove
@@ -320,7 +320,7 @@ def prune_cmd(
     after saving their logs and inspect output into their runs."""
     inv = open_inventory(inventory)
     store = RunStore(inv.runs_dir)
-    from orchestrator.stop import find_leftovers, prune
+    from orchestrator.run.stop import find_leftovers, prune
 
     problems: list[str] = []
     leftovers = asyncio.run(find_leftovers(inv, parse_age(older_than), problems=problems))

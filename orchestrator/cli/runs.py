@@ -13,7 +13,7 @@ from orchestrator.cli.output import console, harmless, plain, print_json
 from orchestrator.cli.stores import pick_run, store_for
 from orchestrator.dialects.timestamps import timestamp_ns
 from orchestrator.errors import ConfigError, RunStoreError
-from orchestrator.runlogs import follow_lines, list_runs, merged_lines, rank_log_paths
+from orchestrator.run.logs import follow_lines, list_runs, merged_lines, rank_log_paths
 
 RunOpt = Annotated[
     str | None,

@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
-from orchestrator.launch import LaunchPlan
 from orchestrator.models.base import StrictModel
 from orchestrator.models.recipe import Recipe
+from orchestrator.plan.launch import LaunchPlan
 from orchestrator.redact import is_secret_name
 from orchestrator.transport import Transport
 

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from orchestrator.kernel.model import KernelHealth
 from orchestrator.models.inventory import Inventory
 from orchestrator.models.recipe import Recipe
+from orchestrator.plan.rendezvous import RendezvousPlan
 from orchestrator.preflight.checks import CHECK_TABLE, CHECKS
 from orchestrator.preflight.checks.context import Judge
 from orchestrator.preflight.checks.engine import _check_engine_args
@@ -24,7 +25,6 @@ from orchestrator.preflight.model import (
     Runtime,
 )
 from orchestrator.probes.node_facts import NodeFacts
-from orchestrator.rendezvous import RendezvousPlan
 
 
 class Judgement(NamedTuple):

@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from orchestrator.launch import LaunchPlan
 from orchestrator.models.base import StrictModel
+from orchestrator.plan.launch import LaunchPlan
+from orchestrator.plan.rendezvous import RendezvousPlan
 from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.tcp import ConnectResult, ListenerReport
-from orchestrator.rendezvous import RendezvousPlan
 
 GIB = 2**30
 Runtime = Literal["docker", "process"]

@@ -19,6 +19,7 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ClusterError
 from orchestrator.facts import PROBE_TIMEOUT_S, ask_batch
 from orchestrator.models.inventory import Inventory
+from orchestrator.plan.rendezvous import RendezvousPlan
 from orchestrator.preflight.model import Reachability
 from orchestrator.probes.base import Probe
 from orchestrator.probes.tcp import (
@@ -29,7 +30,6 @@ from orchestrator.probes.tcp import (
     listener_argv,
     parse_listener,
 )
-from orchestrator.rendezvous import RendezvousPlan
 from orchestrator.transport import OutputLine, Transport
 
 

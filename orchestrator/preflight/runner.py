@@ -13,10 +13,11 @@ from typing import Any
 from orchestrator.aio import resolved
 from orchestrator.facts import FactsRequest, gather_facts, peer_target
 from orchestrator.kernel.health import probe_kernel_health
-from orchestrator.launch import LaunchPlan, PlanError, plan_launch
 from orchestrator.models.events import Preflight
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe
+from orchestrator.plan.launch import LaunchPlan, PlanError, plan_launch
+from orchestrator.plan.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.preflight.engine_args import EngineArgsResult, probe_engine_args
 from orchestrator.preflight.judge import judge
 from orchestrator.preflight.model import PreflightLimits, PreflightReport, PreflightResult, Runtime
@@ -25,7 +26,6 @@ from orchestrator.probes.base import Probe
 from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.peers import NAME as PEERS
 from orchestrator.probes.peers import peers_probe
-from orchestrator.rendezvous import RendezvousPlan, plan_rendezvous
 from orchestrator.runstore import Run, new_run_id
 from orchestrator.transport import ConnectOptions, Transport, TransportFactory
 from orchestrator.transport.pool import node_transports

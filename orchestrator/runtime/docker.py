@@ -23,8 +23,8 @@ from orchestrator.errors import (
     NodeError,
     NodeUnreachable,
 )
-from orchestrator.launch import with_secret_env
 from orchestrator.models.memory import MemoryReading
+from orchestrator.plan.launch import with_secret_env
 from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, STREAMS, ExitState, NodeSample, RankSpec
 from orchestrator.transport import CommandResult, Transport
 

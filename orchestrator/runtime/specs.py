@@ -10,9 +10,9 @@ import urllib.request
 
 from orchestrator.deadlines import DEADLINES
 from orchestrator.dialects.timestamps import timestamp_ns
-from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Inventory
 from orchestrator.models.run import RankExited
+from orchestrator.plan.launch import LaunchPlan
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator.dockercli import DockerCli
 from orchestrator.inventory import load_inventory
-from orchestrator.launch import with_secret_env
+from orchestrator.plan.launch import with_secret_env
 from orchestrator.testbed import TEST_IMAGE, Testbed
 from orchestrator.transport.base import ConnectOptions
 from orchestrator.transport.ssh import SshTransport

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.run.watch import watch_run
 from orchestrator.runstore import Run
 from orchestrator.supervisor.serving import ServeWatchConfig
 from orchestrator.testbed import Testbed
-from orchestrator.watch import watch_run
 from tests.netns import test_boot_netns
 from tests.netns.serving_drills import (
     alive,

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.boot import BootOptions, boot
 from orchestrator.inventory import load_inventory
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
 from orchestrator.postmortem import postmortem_run
-from orchestrator.runctx import load_context
+from orchestrator.run.boot import BootOptions, boot
+from orchestrator.run.context import load_context
+from orchestrator.run.status import live_view
+from orchestrator.run.stop import stop_run
 from orchestrator.runstore import RunStore
-from orchestrator.status import live_view
-from orchestrator.stop import stop_run
 
 pytestmark = pytest.mark.sim
 RECIPE = "mistral-large4-8x-sglang"
@@ -263,7 +263,7 @@ def test_a_killed_controller_leaves_the_ranks_running_and_supervise_resumes_to_r
 async def test_prune_saves_and_removes_ranks_an_earlier_boot_left_behind(sim_weights, state):
     from datetime import timedelta
 
-    from orchestrator.stop import find_leftovers, prune
+    from orchestrator.run.stop import find_leftovers, prune
 
     result, store = await run_boot(sim_weights, state, fault="rank=2:exit-at=kv:signature=cuda-oom")
     inventory = load_inventory(builtin_simulated_inventory())

@@ -18,18 +18,18 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.boot as boot_module
-from orchestrator.boot import BootOptions, BootResult, boot
+import orchestrator.run.boot as boot_module
 from orchestrator.inventory import load_inventory
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
-from orchestrator.runctx import load_context
+from orchestrator.run.boot import BootOptions, BootResult, boot
+from orchestrator.run.context import load_context
+from orchestrator.run.stop import stop_run
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.stop import stop_run
 
 pytestmark = pytest.mark.sim
 LATE_RANK, LATE_BY_S = 5, 20.0

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.boot import BootOptions, boot
 from orchestrator.errors import ExitCode
 from orchestrator.inventory import load_inventory
 from orchestrator.models.events import Step
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
-from orchestrator.runctx import load_context
+from orchestrator.run.boot import BootOptions, boot
+from orchestrator.run.context import load_context
+from orchestrator.run.stop import stop_run
 from orchestrator.runstore import Run, RunStore
-from orchestrator.stop import stop_run
 
 pytestmark = pytest.mark.sim
 RECIPE = "mistral-large4-8x-sglang"

@@ -24,12 +24,12 @@ import pytest
 from orchestrator.models.events import Incident, Restarted, Resumed, WatcherWarning
 from orchestrator.models.run import Outcome
 from orchestrator.postmortem import postmortem_run
-from orchestrator.runctx import load_context
-from orchestrator.runlogs import summarize
+from orchestrator.run.context import load_context
+from orchestrator.run.logs import summarize
+from orchestrator.run.watch import watch_run
 from orchestrator.runstore import Run
 from orchestrator.runtime.specs import probe_ready
 from orchestrator.supervisor.serving import ServeWatchConfig
-from orchestrator.watch import watch_run
 from tests.sim.test_boot_process import RECIPE, run_boot, stop
 
 pytestmark = pytest.mark.sim

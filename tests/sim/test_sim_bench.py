@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from orchestrator.boot import BootOptions, boot
 from orchestrator.cli.main import main
 from orchestrator.inventory import load_inventory
 from orchestrator.models.bench import BenchReport
 from orchestrator.models.run import Outcome
 from orchestrator.paths import builtin_simulated_inventory
-from orchestrator.runctx import load_context
+from orchestrator.run.boot import BootOptions, boot
+from orchestrator.run.context import load_context
+from orchestrator.run.stop import stop_run
 from orchestrator.runstore import RunStore
 from orchestrator.simulator.serve import ENV_DECODE_RATE, ENV_PREFILL_RATE
-from orchestrator.stop import stop_run
 
 pytestmark = pytest.mark.sim
 RECIPE = "mistral-large4-8x-sglang"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
+from orchestrator.plan.rendezvous import RendezvousPlan
 from orchestrator.preflight.model import PreflightLimits, Problem, Runtime, Severity
 from orchestrator.probes.node_facts import NodeFacts
-from orchestrator.rendezvous import RendezvousPlan
 
 
 @dataclass

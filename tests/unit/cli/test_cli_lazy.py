@@ -31,7 +31,7 @@ def test_status_imports_neither_the_boot_nor_the_probes() -> None:
         "import sys\n"
         "from orchestrator.cli.main import build_app\n"
         "build_app(['status'])\n"
-        "heavy = [m for m in ('orchestrator.boot', 'orchestrator.check', 'orchestrator.postmortem',"
+        "heavy = [m for m in ('orchestrator.run.boot', 'orchestrator.check', 'orchestrator.postmortem',"
         " 'orchestrator.images') if m in sys.modules]\n"
         "print(heavy)\n"
     )

@@ -317,9 +317,9 @@ def test_good_inventory_still_loads(tmp_path):
 
 
 def test_a_verdict_quoting_a_log_line_with_brackets_and_escapes_prints_as_it_is(tmp_path, capsys):
-    from orchestrator.boot import BootResult
     from orchestrator.cli.boot_screen import print_outcome
     from orchestrator.models.run import Finding, Outcome
+    from orchestrator.run.boot import BootResult
     from orchestrator.runstore import RunStore
 
     line = "rank 3 exited: [/] [bold]RuntimeError[/bold] \x1b]0;owned\x07"

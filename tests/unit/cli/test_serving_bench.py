@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy
 import pytest
 
-from orchestrator.boot import write_manifest
 from orchestrator.cli.main import main
-from orchestrator.launch import plan_launch
 from orchestrator.models.bench import BenchConfig, BenchReport, SmokeResult
+from orchestrator.plan.launch import plan_launch
+from orchestrator.plan.rendezvous import plan_rendezvous
 from orchestrator.recipes import resolve_recipe
-from orchestrator.rendezvous import plan_rendezvous
+from orchestrator.run.boot import write_manifest
 from orchestrator.run_files import Plans
 from orchestrator.runstore import Run, RunStore
 from orchestrator.serving_bench.plot import save_plot
@@ -238,7 +238,7 @@ def test_the_default_bench_takes_about_a_minute_on_the_built_in_cluster(tmp_path
 
 
 def test_sweep_is_the_seed_style_grid_and_explicit_flags_still_win(tmp_path, monkeypatch):
-    import orchestrator.serving_bench.session as session
+    import orchestrator.run.bench as session
 
     run = make_run(tmp_path, "READY")
     seen: list[BenchConfig] = []

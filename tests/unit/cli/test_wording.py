@@ -18,10 +18,10 @@ def test_plurals_of_words_ending_in_s_take_es():
 
 
 def test_preflight_says_which_nodes_answered_and_which_are_awaited():
-    from orchestrator.boot import preflight_progress
     from orchestrator.inventory import load_inventory
     from orchestrator.paths import builtin_simulated_inventory
     from orchestrator.probes.node_facts import NodeFacts
+    from orchestrator.run.boot import preflight_progress
 
     heard: list[str] = []
 

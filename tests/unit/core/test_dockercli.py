@@ -16,13 +16,13 @@ from pathlib import Path
 from orchestrator.check import check_node
 from orchestrator.dockercli import DockerCli
 from orchestrator.facts import FactsRequest, gather_node_facts
-from orchestrator.launch import LABEL_RUN
 from orchestrator.models.inventory import Node
+from orchestrator.plan.launch import LABEL_RUN
 from orchestrator.probes.exec_ready import wait_exec_ready
+from orchestrator.run.stop import Leftover, _list_leftovers, _prune_with
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.docker import DockerRuntime
-from orchestrator.stop import Leftover, _list_leftovers, _prune_with
 from tests.fake_transport import FakeReply, FakeTransport
 from tests.inventories import inventory_of
 

@@ -23,8 +23,7 @@ CORE = (
     "orchestrator.redact",
     "orchestrator.wording",
     "orchestrator.dockercli",
-    "orchestrator.launch",
-    "orchestrator.rendezvous",
+    "orchestrator.plan",
     "orchestrator.preflight.model",
     "orchestrator.preflight.judge",
     "orchestrator.preflight.checks",
@@ -62,10 +61,6 @@ EDGE = (
     "orchestrator.fanout",
     "orchestrator.runstore",
     "orchestrator.runtime",
-    "orchestrator.boot",
-    "orchestrator.status",
-    "orchestrator.stop",
-    "orchestrator.runctx",
     "orchestrator.nccl_check",
     "orchestrator.check",
     "orchestrator.supervisor.supervise",
@@ -78,7 +73,7 @@ EDGE = (
     "orchestrator.postmortem.collect",
     "orchestrator.kernel.collect",
     "orchestrator.kernel.hooks",
-    "orchestrator.watch",
+    "orchestrator.run",
 )
 """What acts on the world: SSH, processes, terminals, HTTP, the disk of runs."""
 
@@ -138,15 +133,15 @@ def test_no_core_module_imports_the_edge() -> None:
 
 def test_the_contract_catches_a_core_module_that_reaches_for_the_edge() -> None:
     sneaky = {
-        "orchestrator.launch": "from orchestrator.transport.ssh import SshTransport\n",
+        "orchestrator.plan.launch": "from orchestrator.transport.ssh import SshTransport\n",
         "orchestrator.models.run": "def f():\n    import asyncssh\n",
         "orchestrator.probes.host": "from ..facts import gather_facts\n",
         "orchestrator.cli.main": "from orchestrator.facts import gather_facts\n",  # edge: fine
     }
     assert violations(sneaky) == [
-        "orchestrator.launch -> orchestrator.transport.ssh",
-        "orchestrator.launch -> orchestrator.transport.ssh.SshTransport",
         "orchestrator.models.run -> asyncssh",
+        "orchestrator.plan.launch -> orchestrator.transport.ssh",
+        "orchestrator.plan.launch -> orchestrator.transport.ssh.SshTransport",
         "orchestrator.probes.host -> orchestrator.facts",
         "orchestrator.probes.host -> orchestrator.facts.gather_facts",
     ]
@@ -157,3 +152,79 @@ def test_every_module_named_in_the_contract_exists() -> None:
     for name in (*CORE, *EDGE):
         if name.startswith("orchestrator."):
             assert any(_under(m, (name,)) for m in modules), name
+
+
+def room_of(module: str) -> str | None:
+    """The room a module stands in, as docs/architecture.md draws the house: a package below
+    `orchestrator` (`orchestrator.run.boot` -> `run`) or a module standing alone at its top."""
+    parts = module.split(".")
+    if parts[0] != "orchestrator" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _is_room(name: str) -> bool:
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+
+
+def room_arrows(sources: dict[str, str]) -> dict[str, set[str]]:
+    """room -> the other rooms it imports (top level or inside functions)."""
+    arrows: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        room = room_of(module)
+        if room is None:
+            continue
+        for name in imported(source, module):
+            other = room_of(name)
+            if other is not None and other != room and _is_room(other):
+                arrows.setdefault(room, set()).add(other)
+    return arrows
+
+
+def circle(arrows: dict[str, set[str]]) -> list[str]:
+    """One circle of rooms (each imports the next, the last the first), or [] where none is."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(room: str) -> list[str]:
+        state[room] = 1
+        path.append(room)
+        for other in sorted(arrows.get(room, ())):
+            if state.get(other) == 1:
+                return path[path.index(other) :]
+            if other not in state and (found := visit(other)):
+                return found
+        path.pop()
+        state[room] = 2
+        return []
+
+    for room in sorted(arrows):
+        if room not in state and (found := visit(room)):
+            return found
+    return []
+
+
+def all_sources() -> dict[str, str]:
+    return {_module(p): p.read_text() for p in PACKAGE.rglob("*.py")}
+
+
+def test_the_rooms_of_the_house_import_one_another_in_no_circle() -> None:
+    """Issue 26: the floors are level. A room (a package or a lone module of orchestrator/) that
+    imports, even inside a function, a room that imports it back would put one of them on a
+    floor above what it needs; the plan and the run's lifecycle have rooms of their own, so
+    `run` (boot, watch, status, stop, bench) stands above everything it sequences."""
+    arrows = room_arrows(all_sources())
+    assert {"plan", "run", "supervisor", "runstore"} <= set(arrows)  # the rooms are read
+    assert circle(arrows) == []
+    assert "run" not in set().union(*(v for k, v in arrows.items() if k not in ("cli", "run")))
+
+
+def test_the_circle_check_names_a_circle_of_rooms() -> None:
+    sources = {
+        "orchestrator.supervisor.state": "from orchestrator.run.boot import boot\n",
+        "orchestrator.run.boot": "from orchestrator.supervisor import state\n",
+        "orchestrator.cli.main": "from orchestrator.run.boot import boot\n",
+    }
+    assert circle(room_arrows(sources)) == ["run", "supervisor"]
+    del sources["orchestrator.supervisor.state"]
+    assert circle(room_arrows(sources)) == []

@@ -12,10 +12,10 @@ import pytest
 
 import orchestrator.images
 import orchestrator.transport.pool
-from orchestrator.boot import BootOptions, QuietUI, ensure_image
 from orchestrator.images import PushOptions, push_image
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.recipes import resolve_recipe
+from orchestrator.run.boot import BootOptions, QuietUI, ensure_image
 from orchestrator.runstore import RunStore
 from orchestrator.transport import Transport
 from orchestrator.transport.base import ConnectOptions

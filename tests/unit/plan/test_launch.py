@@ -17,16 +17,6 @@ from typing import Any
 import pytest
 
 from orchestrator.cli.nccl_check import render_report
-from orchestrator.launch import (
-    LABEL_RANK,
-    LABEL_RECIPE,
-    LABEL_RUN,
-    LaunchPlan,
-    PlanError,
-    RankLaunch,
-    container_name,
-    plan_launch,
-)
 from orchestrator.models.inventory import Node
 from orchestrator.nccl_check import (
     NcclCheckOptions,
@@ -37,8 +27,18 @@ from orchestrator.nccl_check import (
     plan_nccl_check,
     run_nccl_check,
 )
+from orchestrator.plan.launch import (
+    LABEL_RANK,
+    LABEL_RECIPE,
+    LABEL_RUN,
+    LaunchPlan,
+    PlanError,
+    RankLaunch,
+    container_name,
+    plan_launch,
+)
+from orchestrator.plan.rendezvous import plan_rendezvous
 from orchestrator.recipes import recipe_names, resolve_recipe
-from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
 from orchestrator.scripts import script_text
 from tests.engine_lines import by_id

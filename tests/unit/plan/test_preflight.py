@@ -17,6 +17,7 @@ from orchestrator.errors import ExitCode
 from orchestrator.inventory import load_inventory
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
+from orchestrator.plan.rendezvous import plan_rendezvous
 from orchestrator.preflight import (
     CHECKS,
     PreflightLimits,
@@ -41,7 +42,6 @@ from orchestrator.probes.runtime import DockerInfo
 from orchestrator.probes.sockets import ListeningSocket
 from orchestrator.probes.tcp import ConnectResult, ListenerReport
 from orchestrator.recipes import resolve_recipe
-from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
 from tests.fake_transport import FakeReply, FakeTransport
 from tests.unit.plan.test_rendezvous import (

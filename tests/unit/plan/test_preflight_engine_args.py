@@ -7,9 +7,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from orchestrator.launch import LaunchPlan, RankLaunch
 from orchestrator.models.recipe import Recipe, render
 from orchestrator.paths import builtin_recipes_dir
+from orchestrator.plan.launch import LaunchPlan, RankLaunch
 from orchestrator.preflight.engine_args import (
     MARK,
     PROBE_SCRIPT,

@@ -16,6 +16,7 @@ from orchestrator.inventory import load_inventory
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Recipe
 from orchestrator.paths import builtin_simulated_inventory
+from orchestrator.plan.rendezvous import IFACE_VARS, plan_rendezvous
 from orchestrator.probes.clock import ClockSample
 from orchestrator.probes.disk import DiskUsage, WeightsDir
 from orchestrator.probes.gpu import Gpu, GpuInfo
@@ -29,7 +30,6 @@ from orchestrator.probes.rdma import RdmaDevice, RdmaGid, RdmaInfo, RdmaPort
 from orchestrator.probes.runtime import parse_docker_info
 from orchestrator.probes.sockets import ListeningSocket
 from orchestrator.recipes import resolve_recipe
-from orchestrator.rendezvous import IFACE_VARS, plan_rendezvous
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SPARK_8X = FIXTURES / "launch" / "spark-8x.yaml"

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.boot import write_manifest
 from orchestrator.cli.main import main
 from orchestrator.errors import ExitCode
 from orchestrator.fanout import settle
 from orchestrator.inventory import load_inventory
-from orchestrator.launch import LaunchPlan, RankLaunch
 from orchestrator.models.recipe import Engine
+from orchestrator.plan.launch import LaunchPlan, RankLaunch
+from orchestrator.run.boot import write_manifest
+from orchestrator.run.stop import Leftover, find_leftovers
 from orchestrator.run_files import Plans
 from orchestrator.runstore import Run, RunStore
-from orchestrator.stop import Leftover, find_leftovers
 from orchestrator.transport import ssh as ssh_module
 from orchestrator.transport.base import ConnectOptions
 from orchestrator.transport.ssh import SshTransport
@@ -179,7 +179,7 @@ def test_a_label_with_a_path_in_it_never_becomes_a_path(tmp_path, monkeypatch):
 
 
 def test_leftover_values_are_checked_one_by_one():
-    from orchestrator.stop import _invalid
+    from orchestrator.run.stop import _invalid
 
     ok = Leftover(node="n", container="cluster-x-r0", run_id=RUN_ID, rank="0", state="exited")
     assert _invalid(ok) is None

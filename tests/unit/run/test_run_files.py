@@ -135,8 +135,8 @@ def test_verdict_document_has_the_derived_fields():
 def test_each_ranks_image_is_recorded_from_the_push_and_shown_by_status_wide():
     from types import SimpleNamespace
 
-    from orchestrator.boot import rank_images
     from orchestrator.cli.operate import image_lines
+    from orchestrator.run.boot import rank_images
     from tests.unit.plan.test_rendezvous import spark_inventory
 
     inv = spark_inventory(8)

@@ -180,7 +180,7 @@ def test_a_stale_heartbeat_or_a_dead_pid_frees_the_lock(tmp_path):
 
 
 def test_the_attempts_a_serving_restart_kept_are_listed_in_order_and_counted_by_runs(tmp_path):
-    from orchestrator.runlogs import summarize
+    from orchestrator.run.logs import summarize
 
     run = RunStore(tmp_path).create()
     assert run.kept_attempts() == [] and summarize(run).restarts == 0

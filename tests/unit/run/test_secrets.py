@@ -13,10 +13,10 @@ import pytest
 
 from orchestrator.cli.main import main
 from orchestrator.errors import CommandTimeout
-from orchestrator.launch import PlanError, plan_launch, with_secret_env
+from orchestrator.plan.launch import PlanError, plan_launch, with_secret_env
+from orchestrator.plan.rendezvous import plan_rendezvous
 from orchestrator.recipes import load_recipe
 from orchestrator.redact import REDACTED, is_secret_name, redact
-from orchestrator.rendezvous import plan_rendezvous
 from orchestrator.runstore import RunStore
 from tests.run_manifests import a_recipe, write_a_manifest
 from tests.unit.plan.test_rendezvous import spark_cluster, spark_inventory

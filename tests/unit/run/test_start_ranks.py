@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.boot import QuietUI, StartFailed, start_deadline, start_ranks
 from orchestrator.errors import BootFailed
-from orchestrator.launch import plan_launch
 from orchestrator.models.run import Event, NodeLost, Outcome
+from orchestrator.plan.launch import plan_launch
+from orchestrator.plan.rendezvous import plan_rendezvous
 from orchestrator.recipes import resolve_recipe
-from orchestrator.rendezvous import plan_rendezvous
+from orchestrator.run.boot import QuietUI, StartFailed, start_deadline, start_ranks
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import RankSpec
 from orchestrator.runtime.specs import rank_specs

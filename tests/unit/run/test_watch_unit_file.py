@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ExitCode
+from orchestrator.run.watch import systemd_unit
 from orchestrator.runstore import RunStore
-from orchestrator.watch import systemd_unit
 
 
 def verify(unit: Path) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""The serving watch's edges (orchestrator/watch.py): a run `cluster stop` reached is never
+"""The serving watch's edges (orchestrator/run/watch.py): a run `cluster stop` reached is never
 watched (a watcher starting late must not judge the ranks the stop ended as RANK_DIED), and a
 run that is not serving is refused with one line."""
 
@@ -10,9 +10,9 @@ import pytest
 
 from orchestrator.errors import RunStoreError
 from orchestrator.models.run import Finding, Outcome
+from orchestrator.run.watch import already_stopped, watch_run
 from orchestrator.run_files import Verdict
 from orchestrator.runstore import RunStore
-from orchestrator.watch import already_stopped, watch_run
 
 
 def ready(tmp_path):

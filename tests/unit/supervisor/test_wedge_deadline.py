@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.recipes import resolve_recipe
+from orchestrator.run.watch import serve_config
 from orchestrator.supervisor.serving import (
     CanaryResult,
     EngineReading,
@@ -17,7 +18,6 @@ from orchestrator.supervisor.serving import (
     ServingState,
     watch_wedge,
 )
-from orchestrator.watch import serve_config
 
 ANSWER_S = 0.05  # a healthy canary's latency
 

@@ -18,7 +18,7 @@ from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import ClusterError
 from orchestrator.models.events import Stopped
 from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, RunPhase, Sample
-from orchestrator.runctx import RunContext, replay_logs
+from orchestrator.run.context import RunContext, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime

@@ -12,10 +12,10 @@ from pathlib import Path
 from orchestrator.dialects.timestamps import line_timestamp_ns
 from orchestrator.errors import RunStoreError
 from orchestrator.inventory import load_inventory
-from orchestrator.launch import LaunchPlan
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Recipe, Timeouts
 from orchestrator.models.run import LogLine, RankStarted
+from orchestrator.plan.launch import LaunchPlan
 from orchestrator.run_files import RunManifest
 from orchestrator.runstore import Run
 from orchestrator.runtime.base import RankSpec

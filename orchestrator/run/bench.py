@@ -10,7 +10,7 @@ from orchestrator.models.bench import BenchConfig, BenchReport, LevelResult, Smo
 from orchestrator.models.events import Smoke
 from orchestrator.models.recipe import Recipe
 from orchestrator.models.run import Finding, Outcome
-from orchestrator.runctx import RunContext
+from orchestrator.run.context import RunContext
 from orchestrator.runstore import Run
 from orchestrator.serving_bench.runs import (
     check_serving,

@@ -33,19 +33,21 @@ from orchestrator.errors import (
     RunStoreError,
 )
 from orchestrator.kernel.hooks import collect_for_run, note_at_boot_start
-from orchestrator.launch import LaunchPlan
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Step
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.recipe import Docker, Engine, Recipe
 from orchestrator.models.run import Finding, NodeLost, Outcome, RankStarted
 from orchestrator.paths import state_dir
+from orchestrator.plan.launch import LaunchPlan
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.model import Diagnosis
 from orchestrator.preflight import run_preflight
 from orchestrator.probes.node_facts import NodeFacts
 from orchestrator.probes.tcp import connect_probe
 from orchestrator.recipes import resolve_recipe
+from orchestrator.run.context import RunContext, watch_config
+from orchestrator.run.stop import stopped_finding
 from orchestrator.run_files import (
     InventorySnapshot,
     Plans,
@@ -54,13 +56,11 @@ from orchestrator.run_files import (
     Verdict,
     Versions,
 )
-from orchestrator.runctx import RunContext, watch_config
 from orchestrator.runstore import Run, RunLock, RunStore
 from orchestrator.runtime.base import RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
 from orchestrator.runtime.specs import rank_specs
-from orchestrator.stop import stopped_finding
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.view import BootView
 from orchestrator.transport import ConnectOptions, Transport
@@ -203,7 +203,7 @@ def simulated_recipe(
 
 def _package_root() -> Path:
     """The folder that holds this `orchestrator` package."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def host_python() -> list[str]:
@@ -592,7 +592,7 @@ async def _boot(
         if verdict.outcome not in (Outcome.READY, Outcome.STOPPED):
             await collect_evidence(run, specs, runtime, supervisor.lost_ranks(), transports)
         elif verdict.outcome is Outcome.READY and options.smoke:
-            from orchestrator.serving_bench.session import smoke_verdict
+            from orchestrator.run.bench import smoke_verdict
 
             _step(run, ui, "smoke", f"{url}/v1/chat/completions")
             verdict = await smoke_verdict(run, url, recipe) or verdict
@@ -676,7 +676,7 @@ def resumed_supervisor(
 ) -> Supervisor:
     """The run's supervisor again, from its manifest and the state its kept logs imply (every
     rank's log resumes where the kept copy ends)."""
-    from orchestrator.runctx import replay_logs
+    from orchestrator.run.context import replay_logs
 
     return Supervisor(
         run,
@@ -705,7 +705,7 @@ async def resume(
 
     Every rank's log resumes from where the preserved copy ends (no gap, no duplicate); what
     arrived while no supervisor ran is fetched now and reported as such, not as repaired."""
-    from orchestrator.runctx import load_context
+    from orchestrator.run.context import load_context
 
     options = options or BootOptions()
     ui = ui or QuietUI()

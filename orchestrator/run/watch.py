@@ -2,10 +2,10 @@
 
 A run whose boot ended READY (or SMOKE_FAILED: its ranks serve on) is watched by one process at a
 time, held by the run's lock: the detached watcher `cluster boot` hands over to, or this command
-after a controller reboot or kill. It rebuilds the run from its directory (runctx), resumes every
-rank's log from where the preserved copy ends (the followers' `--since`: no gap, no duplicate),
-and carries on with the same supervisor past READY (supervisor/serving_watch.py). A final
-incident replaces the READY verdict (runstore allows a serving outcome to be followed once).
+after a controller reboot or kill. It rebuilds the run from its directory (context.py),
+resumes every rank's log from where the preserved copy ends (the followers' `--since`: no gap, no
+duplicate), and carries on with the same supervisor past READY (supervisor/serving_watch.py). A
+final incident replaces the READY verdict (runstore allows a serving outcome to be followed once).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.boot import resumed_supervisor, runtime_of
 from orchestrator.errors import ExitCode, RunStoreError
 from orchestrator.kernel.hooks import collect_for_run
 from orchestrator.logging import get_logger
 from orchestrator.models.events import Resumed, Stopped
 from orchestrator.models.recipe import Recipe
 from orchestrator.models.run import Finding, HeadReady
-from orchestrator.runctx import RunContext, load_context
+from orchestrator.run.boot import resumed_supervisor, runtime_of
+from orchestrator.run.context import RunContext, load_context
 from orchestrator.runstore import Run, RunLock
 from orchestrator.runtime.base import Runtime
 from orchestrator.runtime.specs import probe_ready
@@ -155,7 +155,7 @@ def _relauncher(ctx: RunContext, runtime: Runtime, transports: dict[str, Transpo
     """The same launch plan started again, wave by wave, as the boot starts it."""
 
     async def relaunch(sup: Supervisor) -> None:
-        from orchestrator.boot import QuietUI, start_deadline, start_ranks
+        from orchestrator.run.boot import QuietUI, start_deadline, start_ranks
 
         local = transports or dict(open_transports(ctx.inventory, ConnectOptions()))
         await start_ranks(

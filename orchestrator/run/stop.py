@@ -17,17 +17,17 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.kernel.hooks import collect_for_run
-from orchestrator.launch import LABEL_RUN
 from orchestrator.models.events import Stopped
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.run import Finding, Outcome
+from orchestrator.plan.launch import LABEL_RUN
+from orchestrator.run.context import RunContext
+from orchestrator.run.status import runtime_for
 from orchestrator.run_files import Verdict
-from orchestrator.runctx import RunContext
 from orchestrator.runstore import RUN_ID_RE, Run, RunStore, VerdictExists
 from orchestrator.runtime.base import STREAMS, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.runtime.process import ProcessRuntime
-from orchestrator.status import runtime_for
 from orchestrator.terminal import harmless
 from orchestrator.transport import ConnectOptions, Transport
 from orchestrator.transport.pool import close_transports, node_transports

@@ -49,8 +49,8 @@ from orchestrator.dockercli import DockerCli
 from orchestrator.models.base import StrictModel
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.models.recipe import Engine, Recipe, render
+from orchestrator.plan.rendezvous import RendezvousPlan
 from orchestrator.redact import is_secret_name
-from orchestrator.rendezvous import RendezvousPlan
 
 LABEL_RUN = "cluster.run"
 LABEL_RANK = "cluster.rank"
