@@ -61,6 +61,7 @@ MINED_SETS = (
     "twelfth",
     "thirteenth",
     "fourteenth",
+    "fifteenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 
