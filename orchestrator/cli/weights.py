@@ -18,10 +18,10 @@ from orchestrator.cli.transfer import TransferDisplay
 from orchestrator.deadlines import DEADLINES
 from orchestrator.errors import ConfigError, UnhealthyCluster
 from orchestrator.models.inventory import Inventory
+from orchestrator.models.recipe import flag_value
 from orchestrator.preflight.model import PreflightLimits
 from orchestrator.recipes import resolve_recipe
 from orchestrator.transport import ConnectOptions
-from orchestrator.weights.checks import _flag
 from orchestrator.weights.model import (
     GIB,
     Holding,
@@ -240,7 +240,7 @@ def status(
     notes: dict[str, str] = {}
     if warm:
         r = resolve_recipe(recipe) if recipe else None
-        util = _flag(r.args, "--gpu-memory-utilization") if r else None
+        util = flag_value(r.args, "--gpu-memory-utilization") if r else None
         explicit = int(claim_gib * GIB) if claim_gib is not None else None
         decisions = []
         for h in rows:

@@ -14,7 +14,7 @@ from orchestrator.errors import ClusterError
 from orchestrator.images.context import ChainContext, _quint
 from orchestrator.images.model import Compression, PushEvent, Source, SourceKind
 from orchestrator.images.nodes import run_bounded
-from orchestrator.images.pump import _os_pipe, _Progress, _pump_copy, _pump_direct, _Stream
+from orchestrator.images.pump import SourceStream, _os_pipe, _Progress, _pump_copy, _pump_direct
 from orchestrator.images.rounds import (
     UNPACK_ERROR,
     ChainEvent,
@@ -28,7 +28,7 @@ from orchestrator.transport.base import LineSplitter
 from orchestrator.transport.pipe import Pipe, open_pipe
 
 
-async def _hop_check(
+async def check_hops(
     ctx: ChainContext, pairs: Sequence[tuple[str, str]], rnd: int | None = None
 ) -> list[tuple[str, str, str]]:
     """Can each sender open an SSH session on its receiver? Returns the broken hops.
@@ -156,10 +156,10 @@ async def _abort_chain_head(
     pipe.kill()
     with contextlib.suppress(Exception):
         await asyncio.wait_for(pipe.wait(), 10)
-    await _cleanup(ctx, f"{ctx.tag_base}-r{rnd}", targets)
+    await stop_round_leftovers(ctx, f"{ctx.tag_base}-r{rnd}", targets)
 
 
-async def _run_round(
+async def run_round(
     ctx: ChainContext,
     rnd: int,
     source: Source,
@@ -167,7 +167,7 @@ async def _run_round(
     mode: Mode,
     compression: Compression,
     total_estimate: int | None,
-    stream: _Stream | None,
+    stream: SourceStream | None,
     head: tuple[Pipe, int] | None = None,
 ) -> tuple[RoundLog, _Progress]:
     """One round: chain (or fan-out waves) from `source` to `targets`; the words it heard.
@@ -291,7 +291,7 @@ def _node_source_error(name: str, log: RoundLog, save_word: str = "docker save")
     return None
 
 
-async def _cleanup(ctx: ChainContext, tag: str, names: Sequence[str]) -> None:
+async def stop_round_leftovers(ctx: ChainContext, tag: str, names: Sequence[str]) -> None:
     """Stop what a round left running on nodes that never said `end` (after a broken hop)."""
 
     async def one(name: str) -> None:

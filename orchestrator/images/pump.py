@@ -48,7 +48,7 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 @dataclass
-class _Stream:
+class SourceStream:
     """The raw `docker save` stream of a source: a blocking pipe fd we own, and its process."""
 
     fd: int
@@ -89,7 +89,9 @@ async def _start_zstd() -> tuple[asyncio.subprocess.Process, int, int]:
     return proc, in_w, out_r
 
 
-async def _open_stream(start: Callable[[int], Awaitable[asyncio.subprocess.Process]]) -> _Stream:
+async def _open_stream(
+    start: Callable[[int], Awaitable[asyncio.subprocess.Process]],
+) -> SourceStream:
     """A source stream: `start(fd)` launches what writes the raw bytes to `fd` (the write end of
     a pipe we own); we keep the read end. Our copy of the write end is closed either way, so the
     reader sees EOF when the writer exits."""
@@ -101,10 +103,10 @@ async def _open_stream(start: Callable[[int], Awaitable[asyncio.subprocess.Proce
         raise
     finally:
         os.close(w)
-    return _Stream(fd=r, proc=proc)
+    return SourceStream(fd=r, proc=proc)
 
 
-async def _spawn_stream(argv: list[str]) -> _Stream:
+async def spawn_stream(argv: list[str]) -> SourceStream:
     """A source stream from a process on the controller (its stderr kept for `_source_error`)."""
     return await _open_stream(
         lambda w: asyncio.create_subprocess_exec(
@@ -143,7 +145,7 @@ def _move(src: int, dst: int, head: bytes, count: Callable[[int], None]) -> None
         count(n)
 
 
-def _feed_zstd(stream: _Stream, z_in: int, prog: _Progress) -> None:
+def _feed_zstd(stream: SourceStream, z_in: int, prog: _Progress) -> None:
     """The source into zstd (blocking; run in a thread). zstd gone away is not this side's error:
     whoever reads its output notices and says so."""
     try:
@@ -154,7 +156,7 @@ def _feed_zstd(stream: _Stream, z_in: int, prog: _Progress) -> None:
         os.close(z_in)
 
 
-async def _source_error(stream: _Stream, label: str) -> str | None:
+async def _source_error(stream: SourceStream, label: str) -> str | None:
     """A clean end of the source, or the line that says why not."""
     rc = await stream.proc.wait()
     if rc == 0:
@@ -170,7 +172,7 @@ async def _source_error(stream: _Stream, label: str) -> str | None:
 async def _pump_direct(
     ctx: ChainContext,
     source: Source,
-    stream: _Stream,
+    stream: SourceStream,
     sink_w: int,
     compression: Compression,
     prog: _Progress,
@@ -243,7 +245,7 @@ async def _pump_direct(
 
 async def _pump_copy(
     source: Source,
-    stream: _Stream,
+    stream: SourceStream,
     sinks: list[Pipe],
     compression: Compression,
     prog: _Progress,

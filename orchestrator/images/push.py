@@ -18,10 +18,10 @@ from orchestrator.dockercli import DockerCli
 from orchestrator.errors import ClusterError
 from orchestrator.images.chain import (
     _abort_chain_head,
-    _cleanup,
-    _hop_check,
     _open_chain_head,
-    _run_round,
+    check_hops,
+    run_round,
+    stop_round_leftovers,
 )
 from orchestrator.images.context import ChainContext
 from orchestrator.images.layers import failed_partial, plan_layers
@@ -42,7 +42,7 @@ from orchestrator.images.model import (
 )
 from orchestrator.images.nodes import gather_states, run_bounded, with_held_layers
 from orchestrator.images.plan import choose_mode, compression_pays, plan_push
-from orchestrator.images.pump import _Stream
+from orchestrator.images.pump import SourceStream
 from orchestrator.images.readiness import probe_exec_ready
 from orchestrator.images.rounds import byte_times, judge_round, next_round
 from orchestrator.images.source import _open_source, _read_upto, _zstd_size, resolve_source
@@ -159,7 +159,7 @@ async def _push(
         pairs = list(itertools.pairwise(chain_nodes))
         local = inventory.connection is Connection.local
         needs_check = options.mode != "fanout" and not local and pairs
-        stream: _Stream | None = None
+        stream: SourceStream | None = None
         ctx.drop = ()
         if round_source.kind is not SourceKind.node and src.layers:
             lp = plan.layers if rnd == 1 else None
@@ -176,7 +176,7 @@ async def _push(
         # outcome, and its SSH sessions open while the hops are checked. A broken hop found
         # meanwhile (a fan-out) undoes that first hop before any byte was sent.
         hop_task = asyncio.ensure_future(
-            _hop_check(ctx, pairs, rnd) if needs_check else _none_broken()
+            check_hops(ctx, pairs, rnd) if needs_check else _none_broken()
         )
         head = None
         try:
@@ -217,7 +217,7 @@ async def _push(
         mark(f"source_open_{rnd}")
         for t in targets:
             sends[t] = sends.get(t, 0) + 1
-        log, prog = await _run_round(
+        log, prog = await run_round(
             ctx, rnd, round_source, targets, mode, compression, total, stream, head
         )
         kept, dropped = _filter_report(ctx.filter_report) if ctx.drop else (None, None)
@@ -231,7 +231,7 @@ async def _push(
         # not after it; a node the re-probe does not verify has its probe thrown away.
         said_loaded = [o.node for o in outcomes if o.status is HopStatus.loaded]
         _, checks, early = await asyncio.gather(
-            _cleanup(ctx, tag, unfinished),
+            stop_round_leftovers(ctx, tag, unfinished),
             _verify(ctx, targets, src.identity, stores),
             _probe_ready(ctx, said_loaded) if options.probe else _no_readiness(),
         )
@@ -385,7 +385,7 @@ async def _probe_ready(ctx: ChainContext, names: Sequence[str]) -> dict[str, Exe
 
 async def _open_round_source(
     ctx: ChainContext, source: Source, *, sample: bool, compression: Compression, reason: str
-) -> tuple[_Stream | None, Compression, str]:
+) -> tuple[SourceStream | None, Compression, str]:
     """The controller's or the archive's stream (None for a node source) and, when `sample`
     and zstd is planned, whether zstd pays on its first 16 MiB (kept, sent first)."""
     if source.kind is SourceKind.node:

@@ -15,7 +15,7 @@ from orchestrator.images import layer_filter
 from orchestrator.images.archive import read_archive
 from orchestrator.images.context import ChainContext
 from orchestrator.images.model import ZSTD_WIRE_LEVEL, NodeState, Source, SourceImage, SourceKind
-from orchestrator.images.pump import CHUNK, _open_stream, _spawn_stream, _Stream
+from orchestrator.images.pump import CHUNK, SourceStream, _open_stream, spawn_stream
 from orchestrator.models.inventory import Inventory, Node
 from orchestrator.probes.image import identity_of, image_inspect_probe, image_store_probe
 from orchestrator.transport.local import LocalTransport
@@ -132,7 +132,7 @@ async def resolve_source(
     )
 
 
-async def _open_source(ctx: ChainContext, source: Source) -> _Stream:
+async def _open_source(ctx: ChainContext, source: Source) -> SourceStream:
     """Start what produces the raw stream: `cat` of the archive, the controller's `docker save`,
     or `docker save` on a node over SSH (a fan-out from a node source)."""
     if source.kind is SourceKind.node:
@@ -155,7 +155,7 @@ async def _open_source(ctx: ChainContext, source: Source) -> _Stream:
         argv = ["cat", "--", str(source.path)]
     else:
         argv = list(DockerCli()("save", ctx.reference))
-    return await _spawn_stream(_filtered(ctx, argv))
+    return await spawn_stream(_filtered(ctx, argv))
 
 
 def _filtered(ctx: ChainContext, argv: list[str]) -> list[str]:

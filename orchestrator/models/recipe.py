@@ -115,6 +115,20 @@ def flag_values(argv: Sequence[str], names: Iterable[str]) -> list[str]:
     return found
 
 
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of the first `flag` in `argv` (`--flag value` or `--flag=value`); "" for a bare
+    boolean flag (the next argument is another flag, or none); None when it is absent."""
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if eq and name == flag:
+            return value
+        if arg == flag:
+            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                return argv[i + 1]
+            return ""
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # Parts
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from orchestrator.models.recipe import flag_value
 from orchestrator.postmortem.blame import (
     Candidate,
     candidates,
@@ -524,7 +525,7 @@ def _changes(root: Candidate | None, run: RunFacts, sigs: SignatureSet) -> tuple
             continue
         current: str | None = None
         if ch.flag is not None:
-            current = _flag_value(run.recipe_args, ch.flag)
+            current = flag_value(run.recipe_args, ch.flag)
         elif ch.env is not None:
             current = run.recipe_env.get(ch.env)
         out.append(
@@ -538,18 +539,6 @@ def _changes(root: Candidate | None, run: RunFacts, sigs: SignatureSet) -> tuple
             )
         )
     return tuple(out)
-
-
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if eq and name == flag:
-            return value
-        if arg == flag:
-            if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                return argv[i + 1]
-            return ""
-    return None
 
 
 def render_change(ch: RecipeChange, *, recipe_known: bool = True) -> str:

@@ -10,6 +10,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
+from orchestrator.models.recipe import flag_value
 from orchestrator.weights.manifest import Manifest
 
 MAX_HEADER = 100 << 20  # the safetensors format's own bound on the JSON header
@@ -54,15 +55,6 @@ def safetensors_names(path: Path, size: int) -> tuple[set[str], str | None]:
     return names, None
 
 
-def _flag(args: Sequence[str], name: str) -> str | None:
-    for i, a in enumerate(args):
-        if a == name and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith(name + "="):
-            return a.partition("=")[2]
-    return None
-
-
 def check_model(root: Path, manifest: Manifest, engine_args: Sequence[str] = ()) -> list[str]:
     """One line per problem (empty: loadable as far as files can tell)."""
     problems: list[str] = []
@@ -91,7 +83,7 @@ def check_model(root: Path, manifest: Manifest, engine_args: Sequence[str] = ())
         for shard, tensors in sorted(absent.items()):
             problems.append(f"{INDEX} names {shard} ({len(tensors)} tensors); it is missing")
     mistral = any(
-        _flag(engine_args, f) == "mistral"
+        flag_value(engine_args, f) == "mistral"
         for f in ("--tokenizer-mode", "--config-format", "--load-format")
     )
     configs = CONFIGS + (MISTRAL_CONFIGS if mistral else ())
@@ -100,7 +92,7 @@ def check_model(root: Path, manifest: Manifest, engine_args: Sequence[str] = ())
             f"no {' or '.join(configs)} at the top of the model"
             + ("" if mistral else " (a Mistral consolidated model: the recipe's --config-format)")
         )
-    if _flag(engine_args, "--tokenizer") is None:  # a tokenizer elsewhere: not ours to check
+    if flag_value(engine_args, "--tokenizer") is None:  # a tokenizer elsewhere: not ours to check
         toks = TOKENIZERS + (MISTRAL_TOKENIZERS if mistral else ())
         if not present & set(toks):
             problems.append(

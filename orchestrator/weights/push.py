@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.images.chain import _cleanup, _hop_check, _run_round
+from orchestrator.images.chain import check_hops, run_round, stop_round_leftovers
 from orchestrator.images.context import ChainContext, ChainKind
 from orchestrator.images.model import Compression, HopStatus, PushEvent, PushOptions, Source
 from orchestrator.images.model import SourceKind as ImageSourceKind
 from orchestrator.images.plan import choose_mode
-from orchestrator.images.pump import _spawn_stream, _Stream
+from orchestrator.images.pump import SourceStream, spawn_stream
 from orchestrator.images.rounds import judge_round, next_round
 from orchestrator.models.inventory import Connection, Inventory
 from orchestrator.models.push import Mode
@@ -253,11 +253,11 @@ class _Push:
             "manifest": self.manifest.as_json(),
         }
 
-    async def _open_controller(self, ctx: ChainContext, _source: Any) -> _Stream:
+    async def _open_controller(self, ctx: ChainContext, _source: Any) -> SourceStream:
         """The controller's node program reading the source files (`send`): the round's stream."""
         spec = json.loads(ctx.reference)
         spec.update(root=str(self.src.root), manifest_out=self._manifest_out)
-        return await _spawn_stream(
+        return await spawn_stream(
             [sys.executable, "-c", node_program(), "send", json.dumps(spec), "controller"]
         )
 
@@ -270,7 +270,7 @@ class _Push:
         source = Source(kind=ImageSourceKind.node, node=src_node) if src_node else Source()
         label = f"node {src_node}" if src_node else "the controller"
         chain_nodes = [*([src_node] if src_node else []), *nodes]
-        broken = await _hop_check(self.ctx, list(itertools.pairwise(chain_nodes)), rnd)
+        broken = await check_hops(self.ctx, list(itertools.pairwise(chain_nodes)), rnd)
         mode, why = choose_mode("auto", local=False, broken_hops=broken)
         if mode is Mode.fanout and src_node:  # a node source only feeds a chain
             source, label, src_node = Source(), "the controller", None
@@ -288,7 +288,7 @@ class _Push:
             root = self.dest if src_node else str(self.src.root)
             ctx = replace(self.ctx, reference=json.dumps(self._spec(paths, root)))
             stream = None if src_node else await self._open_controller(ctx, source)
-            log, prog = await _run_round(
+            log, prog = await run_round(
                 ctx, rnd, source, nodes, mode, Compression.none, nbytes, stream
             )
             if not src_node:
@@ -300,7 +300,8 @@ class _Push:
         outcomes = judge_round(nodes, log, upstream_label=label, load_word=KIND_WORDS["load_word"])
         unfinished = [o.node for o in outcomes if not o.ended]
         _, after = await asyncio.gather(
-            _cleanup(self.ctx, f"{self.ctx.tag_base}-r{rnd}", unfinished), self._probe(nodes)
+            stop_round_leftovers(self.ctx, f"{self.ctx.tag_base}-r{rnd}", unfinished),
+            self._probe(nodes),
         )
         self.rounds.append(
             RoundReport(

@@ -228,3 +228,35 @@ def test_the_circle_check_names_a_circle_of_rooms() -> None:
     assert circle(room_arrows(sources)) == ["run", "supervisor"]
     del sources["orchestrator.supervisor.state"]
     assert circle(room_arrows(sources)) == []
+
+
+def private_imports_across_rooms(sources: dict[str, str]) -> list[str]:
+    """`module -> module.name` for every underscore name imported from another room."""
+    found = []
+    for module, source in sorted(sources.items()):
+        room = room_of(module)
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            other = room_of(node.module)
+            if other is None or other == room:
+                continue
+            found += [
+                f"{module} -> {node.module}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_room_imports_another_rooms_private_names() -> None:
+    """Issue 26: what a room shares it names in public (weights/ pushes over images/' chain
+    through run_round, check_hops, stop_round_leftovers, SourceStream, spawn_stream)."""
+    assert private_imports_across_rooms(all_sources()) == []
+
+
+def test_the_private_import_check_names_one() -> None:
+    sources = {"orchestrator.weights.push": "from orchestrator.images.chain import _x, y\n"}
+    assert private_imports_across_rooms(sources) == [
+        "orchestrator.weights.push -> orchestrator.images.chain._x"
+    ]

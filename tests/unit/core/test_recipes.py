@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from orchestrator.cli.main import main
 from orchestrator.errors import ExitCode, RecipeError
-from orchestrator.models.recipe import Engine, Recipe, render
+from orchestrator.models.recipe import Engine, Recipe, flag_value, render
 from orchestrator.paths import builtin_recipes_dir
 from orchestrator.recipes import find_recipe, list_recipes, load_recipe, recipe_names
 
@@ -439,3 +439,21 @@ def test_the_annotated_example_in_the_docs_validates(tmp_path: Path) -> None:
     recipe = load_recipe(path)
     argv, _ = render(recipe, 1, 2, "10.0.0.1", recipe.ports.rendezvous)
     assert " ".join(argv) in " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [
+        (["--tokenizer-mode", "mistral", "--tp", "8"], "mistral"),
+        (["--tokenizer-mode=mistral"], "mistral"),
+        (["--tokenizer-mode", "--tp", "8"], ""),  # bare: a boolean flag
+        (["--tokenizer-mode"], ""),
+        (["--tp", "8"], None),
+        (["--tokenizer-mode", "auto", "--tokenizer-mode", "mistral"], "auto"),  # the first
+        (["--tokenizer-modes", "x"], None),  # another flag's name is not a prefix match
+    ],
+)
+def test_flag_value_is_one_reading_of_an_argv(argv: list[str], value: str | None) -> None:
+    # one reading for the postmortem's "current value", the weights' checks and `weights
+    # status --warm` (three copies before issue 26, one of which read `--flag --next` as a value)
+    assert flag_value(argv, "--tokenizer-mode") == value
