@@ -62,6 +62,7 @@ MINED_SETS = (
     "thirteenth",
     "fourteenth",
     "fifteenth",
+    "sixteenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

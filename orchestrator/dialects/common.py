@@ -45,6 +45,10 @@ MARKERS = (
     # reaches the shards, and a third-set log failed right there (a-0079)
     marker(M.ready, None, "Started HTTPService at", r"Started HTTPService at \S+:\d+"),
     marker(M.ready, None, "Started GRPCInferenceService at"),
+    # Triton 20.x named its gRPC endpoint GRPCService (and only "Starting HTTPService")
+    marker(M.ready, None, "Started GRPCService at", r"Started GRPCService at \S+:\d+"),
+    # Not ollama's `Listening on HOST:PORT (version V)`: its server is up before any model is
+    # loaded, and the sets label such a start-up `no-failure` as often as `ready` (r-0040, k-0010)
     marker(M.ready, None, '"msg":"HTTP server listening"'),
     # the older llama.cpp server's JSON log once its model is loaded (it serves next)
     marker(M.ready, None, '"message":"model loaded"'),
