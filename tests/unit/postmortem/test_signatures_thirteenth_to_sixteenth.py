@@ -1,11 +1,13 @@
-"""The rules mined from the thirteenth and fourteenth unseen sets
-(tests/fixtures/postmortem-thirteenth/, -fourteenth/, issue 29), each after its score was frozen.
+"""The rules mined from the thirteenth to sixteenth unseen sets
+(tests/fixtures/postmortem-thirteenth/ ... -sixteenth/, issue 29), each after its score was frozen.
 
 Each rests on a program's own words (the engine-line corpus's lines, verbatim from the threads
 cited there): what the postmortem makes of them through `postmortem_logs`, as `cluster
 postmortem --logs FILE` calls it. The fourteenth set's two `ready` mistakes gave the last two
 tests: a serving line before a model load is not the model serving, and a transfer that broke
-after the server came up is a failure.
+after the server came up is a failure. The fifteenth set's `OOMKilled false` read as an OOM
+kill gave the precision tests after them; the sixteenth's ready marker that was tried and
+dropped (it made an earlier set's start-up `ready`) gave the last one.
 """
 
 from __future__ import annotations
@@ -66,6 +68,32 @@ from tests.unit.postmortem.paste import diagnose_paste
         # Ascend's collective and stream waits
         ("hccl-ei0002-notify-wait-times-out", "watchdog-timeout"),
         ("ascend-ee1002-stream-synchronize-timeout", "watchdog-timeout"),
+        # -- the fifteenth set
+        # docker load could not store the archive: the image, not a dataset's disk
+        ("docker-load-errors-processing-tar-no-space", "image-unpack-race"),
+        # SIGILL, as Go's exec error and as the kernel's trap line say it
+        ("ollama-llama-runner-signal-illegal-instruction", "unsupported-arch-kernel"),
+        ("kernel-traps-ollama-runner-invalid-opcode", "unsupported-arch-kernel"),
+        # torch RPC's own timer
+        ("torch-rpc-ran-more-than-set-timeout", "watchdog-timeout"),
+        # DeepSpeed's config check
+        ("deepspeed-check-batch-related-parameters", "config-validator-refusal"),
+        # an accelerator that stopped answering its runtime
+        ("ascend-device-status-abnormal-e39009", "gpu-fault"),
+        # a model file llama.cpp cannot read
+        ("llama-cpp-error-loading-model-unexpected-eof", "weights-files"),
+        ("llama-cpp-error-loading-model-format-no-longer-supported", "weights-files"),
+        ("llama-cpp-gguf-init-invalid-magic-number", "weights-files"),
+        # the launcher's ssh check of a host, in its older form
+        ("deepspeed-ssh-hostname-check-exit-255", "rendezvous-network"),
+        # -- the sixteenth set
+        # Ray's report of an actor its memory monitor killed; a serving framework's actor OOM
+        ("ray-actor-died-worker-exit-node-out-of-memory", "out-of-memory"),
+        ("xinference-model-actor-is-out-of-memory", "out-of-memory"),
+        # a chat template the installed framework does not define
+        ("llamafactory-template-does-not-exist", "tokenizer-config"),
+        # the fused-MoE module has no kernels for this GPU: the MoE runner, not a flag check
+        ("flashinfer-fused-moe-invalid-backend-80", "moe-runner"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -92,6 +120,10 @@ def test_the_untar_error_is_the_image_though_it_carries_an_exit_status(tmp_path:
         "torch-elastic-root-cause-exitcode-1-compact",
         "ggml-cuda-error-invalid-argument",
         "cuda-failed-with-error-invalid-argument",
+        # a Gaudi call, a container State, a crash UCX reports (the fifteenth, sixteenth sets)
+        "gaudi-syndeviceacquire-synapse-error",
+        "docker-inspect-state-exit-code-132",
+        "ucx-caught-signal-8-integer-divide-by-zero",
     ],
 )
 def test_a_failure_that_names_no_cause_is_failed_unknown(tmp_path: Path, line_id: str) -> None:
@@ -154,3 +186,70 @@ def test_a_transfer_that_broke_after_the_server_served_is_a_failure_not_ready(
         by_id("ucx-srd-send-completion-work-request-flushed").text,
     )
     assert (d.category, d.outcome) == ("rendezvous-network", "failed"), d.verdict
+
+
+def test_a_container_state_that_says_oomkilled_false_is_not_an_oom_kill(tmp_path: Path) -> None:
+    # docker inspect's State printed whole: exit 132 (SIGILL), OOMKilled false. Before this set
+    # the bare word OOMKilled named out-of-memory: a wrong answer that sends the engineer to
+    # the memory of a node that had plenty.
+    d = diagnose_paste(
+        tmp_path,
+        "State",
+        by_id("docker-inspect-state-exit-code-132").text,
+        by_id("docker-inspect-oomkilled-false").text,
+        "Status exited",
+    )
+    assert d.category != "out-of-memory", d.verdict
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+@pytest.mark.parametrize(
+    "text", ['"OOMKilled": false,', "OOMKilled false", "    OOMKilled:  false"]
+)
+def test_oomkilled_false_in_any_spelling_is_no_oom(tmp_path: Path, text: str) -> None:
+    d = diagnose_paste(tmp_path, text)
+    assert d.category != "out-of-memory", d.verdict
+
+
+def test_oomkilled_true_still_is_an_oom_kill(tmp_path: Path) -> None:
+    d = diagnose_paste(tmp_path, '            "OOMKilled": true,', '            "ExitCode": 137,')
+    assert d.category == "out-of-memory", d.verdict
+
+
+def test_a_full_disk_outside_an_image_is_still_the_disk(tmp_path: Path) -> None:
+    d = diagnose_paste(tmp_path, "OSError: [Errno 28] No space left on device: '/data/cache/x'")
+    assert d.category == "disk", d.verdict
+
+
+def test_a_bare_invalid_backend_outside_the_moe_module_is_not_the_moe_runner(
+    tmp_path: Path,
+) -> None:
+    # the moe-runner reading rests on the raising frame being in fused_moe/, not on the words
+    d = diagnose_paste(
+        tmp_path,
+        '  File "/x/attention/backends.py", line 12, in pick',
+        '    raise ValueError(f"Invalid backend: {backend}")',
+        "ValueError: Invalid backend: 80",
+    )
+    assert d.category != "moe-runner", d.verdict
+
+
+def test_tritons_older_grpc_endpoint_line_is_ready(tmp_path: Path) -> None:
+    d = diagnose_paste(
+        tmp_path,
+        "I1204 08:17:44.990000 1 server.cc:118] Initializing Triton Inference Server",
+        by_id("triton-2003-started-grpcservice").text,
+    )
+    assert d.outcome == "ready", d.verdict
+
+
+def test_ollamas_listening_line_alone_is_not_ready(tmp_path: Path) -> None:
+    # ollama's server listens before any model is loaded; the sets label that start-up
+    # `no-failure` as often as `ready`, and `ready` for a log that is not is the costliest
+    # mistake: the line is no ready marker (twelfth set r-0040)
+    d = diagnose_paste(
+        tmp_path,
+        'time=2025-01-08T11:29:03.590-06:00 level=INFO source=routes.go:1310 msg="Listening on'
+        ' 100.100.70.109:11434 (version 0.5.4)"',
+    )
+    assert d.outcome == "no-failure", d.verdict
