@@ -338,8 +338,10 @@ def _rank_facts(
     phase_rank = 0
     exceptions: list[Evidence] = []
     frames: list[str] = []
+    stated: list[Evidence] = []
     for scan in scans:
         exceptions.extend(_evidence(line, rank) for line in scan.exceptions)
+        stated.extend(_evidence(line, rank) for line in scan.stated)
         frames.extend(scan.frames)
         for m in scan.matches:
             c = sigs.by_id[m.signature]
@@ -385,6 +387,7 @@ def _rank_facts(
         markers=markers,
         exceptions=tuple(exceptions),
         exception_frames=tuple(frames),
+        stated=tuple(stated),
         hits=tuple(hits),
         counts=counts,
         first_line=first,

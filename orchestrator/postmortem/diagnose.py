@@ -78,6 +78,7 @@ def _before_stop(facts: RankFacts, stopped_at: float) -> tuple[RankFacts, int]:
     kept = tuple(h for h in facts.hits if h.evidence.ts is None or h.evidence.ts < stopped_at)
     # The tracebacks a lost peer causes too (a raised exception marks a boot failed).
     raised = tuple(e for e in facts.exceptions if e.ts is None or e.ts < stopped_at)
+    stated = tuple(e for e in facts.stated if e.ts is None or e.ts < stopped_at)
     ex = facts.exit
     if ex is not None and not ex.oom_killed:
         by_stop = ex.status == "running" or (
@@ -85,9 +86,8 @@ def _before_stop(facts: RankFacts, stopped_at: float) -> tuple[RankFacts, int]:
         )
         if by_stop:
             ex = ex.model_copy(update={"status": "stopped", "exit_code": None})
-    return facts.model_copy(update={"hits": kept, "exceptions": raised, "exit": ex}), len(
-        facts.hits
-    ) - len(kept)
+    update = {"hits": kept, "exceptions": raised, "stated": stated, "exit": ex}
+    return facts.model_copy(update=update), len(facts.hits) - len(kept)
 
 
 def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> Diagnosis:
@@ -263,7 +263,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         outcome = "ready"
     elif category != "unknown":
         outcome = "failed"
-    elif failed:
+    elif failed or any(r.stated for r in ranks):
+        # a line that says something failed, in words no rule names, is still a failure: the
+        # engineer must read it, not wait for a boot that is already dead (stated.py)
         outcome = "failed-unknown"
     else:
         outcome = "no-failure"
@@ -330,7 +332,11 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         ),
         no_failure=no_failure,
     )
-    words = _verdict(diagnosis, root, ranks, sigs, roles, refused_for)
+    words = (
+        _stated_words(diagnosis, ranks)
+        if outcome == "failed-unknown" and not failed
+        else _verdict(diagnosis, root, ranks, sigs, roles, refused_for)
+    )
     return diagnosis.model_copy(update={"verdict": words})
 
 
@@ -495,10 +501,26 @@ def _model_line(d: Diagnosis, ranks: Sequence[RankFacts]) -> str:
     """The text of the first line the model's answer rests on."""
     where = d.named_by.rpartition("from lines ")[2].split(", ")[0]
     for r in ranks:
-        for ev in (*r.exceptions, *(h.evidence for h in r.hits), r.last_line):
+        for ev in (*r.exceptions, *r.stated, *(h.evidence for h in r.hits), r.last_line):
             if ev is not None and ev.where == where:
                 return ev.text
     return ""
+
+
+def _stated_words(d: Diagnosis, ranks: Sequence[RankFacts]) -> str:
+    """The verdict of a boot whose only failure evidence is a line saying one, in words no
+    signature or exception family names."""
+    said = min(
+        (e for r in ranks for e in r.stated),
+        key=lambda e: (e.ts is None, e.ts or 0.0, e.rank or 0, e.line),
+    )
+    rank = f"rank {said.rank}, " if said.rank is not None and len(ranks) > 1 else ""
+    closest = f" The closest guess: {d.closest}." if d.closest else ""
+    return (
+        f'Failed, cause not named: a line says something failed ({rank}{said.where}: "'
+        f'{short(said.text, 200)}"), in words no signature or exception family knows.{closest} '
+        "Read that line and the lines before it."
+    )
 
 
 def _no_failure(ranks: Sequence[RankFacts]) -> NoFailure:

@@ -8,6 +8,7 @@ what the scan already holds (nothing is read again, so it costs nothing on a big
     cls=NAME    the class of an exception a rank raised
     w=word      a word of an exception line
     l=word      a word of a rank's last line
+    f=word      a word of a line that states a failure in words (stated.py)
     phase=P     the furthest phase a rank reached
     mark=M      a milestone a rank reached (dist_init: its distributed init completed)
 
@@ -145,6 +146,9 @@ def features(ranks: Sequence[RankFacts]) -> dict[str, list[Evidence]]:
                 add(f"cls={raised.name}", ev)
             for word in _WORD.findall(ev.text):
                 add(f"w={word.lower()}", ev)
+        for ev in r.stated:
+            for word in _WORD.findall(ev.text):
+                add(f"f={word.lower()}", ev)
         if r.last_line is not None:
             for word in _WORD.findall(r.last_line.text):
                 add(f"l={word.lower()}", r.last_line)

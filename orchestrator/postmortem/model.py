@@ -94,6 +94,7 @@ class RankFacts(StrictModel):
     hits: tuple[Hit, ...] = ()  # first few per signature, in time order
     exceptions: tuple[Evidence, ...] = ()  # the last `Cls: message` lines (traceback fallback)
     exception_frames: tuple[str, ...] = ()  # for each, its traceback's file paths
+    stated: tuple[Evidence, ...] = ()  # the last lines that state a failure in words (stated.py)
     counts: dict[str, int] = Field(default_factory=dict)  # matches per signature, all of them
     first_line: Evidence | None = None
     last_line: Evidence | None = None

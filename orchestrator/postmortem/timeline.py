@@ -36,6 +36,8 @@ from orchestrator.postmortem.families import KEYWORDS as EXCEPTION_KEYWORDS
 from orchestrator.postmortem.families import exception_of
 from orchestrator.postmortem.model import PHASES
 from orchestrator.postmortem.signatures import SignatureSet
+from orchestrator.postmortem.stated import KEYWORDS as STATED_KEYWORDS
+from orchestrator.postmortem.stated import states_failure
 from orchestrator.postmortem.tidy import tidy_text
 
 __all__ = [
@@ -55,6 +57,7 @@ BLOCK = 8 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a "line" longer than this is cut (a binary file, not a log)
 KEEP_PER_SIGNATURE = 12  # matches kept per signature and file (all are counted)
 KEEP_EXCEPTIONS = 16  # exception lines kept per file: the last ones (the traceback fallback)
+KEEP_STATED = 8  # lines stating a failure kept per file: the last ones (stated.py)
 BACK_LINES = 64  # how far back a stampless line looks for a time
 TEXT_CAP = 2000  # characters of a line kept as evidence
 TIDY_MAX = 64 << 20  # a pasted log is tidied in memory up to this size; bigger ones as they are
@@ -95,6 +98,7 @@ class FileScan:
     first: Line | None = None
     last: Line | None = None
     exceptions: list[Line] = field(default_factory=list)  # the last few `Cls: message` lines
+    stated: list[Line] = field(default_factory=list)  # the last few lines stating a failure
     frames: list[str] = field(default_factory=list)  # for each, the traceback's file paths
 
     @property
@@ -240,6 +244,7 @@ def _scan(
         # keywords and the milestones still unseen; lines are grouped by their start
         candidates: dict[int, tuple[int, list[tuple[int, int]]]] = {}
         exc_found: dict[int, int] = {}
+        stated_found: dict[int, int] = {}
         marker_at: dict[int, list[int]] = {}
         auto, word_tags = _automaton(sigs, tuple(wanted))
         for word, i in _keyword_hits(auto, chunk):
@@ -256,6 +261,9 @@ def _scan(
                 if kind == _EXCEPTION:
                     exc_found[ls] = le
                     continue
+                if kind == _STATED:
+                    stated_found[ls] = le
+                    continue
                 slot = candidates.get(ls)
                 if slot is None:
                     candidates[ls] = (le, list(keywords[idx].targets))
@@ -263,6 +271,7 @@ def _scan(
                     slot[1].extend(keywords[idx].targets)
         # 1b. exception lines (`Cls: message`, `raise Cls(`): the traceback fallback's input
         exc_lines = _exception_lines(chunk, exc_found)
+        stated_lines = _stated_lines(chunk, stated_found)
         # 2. milestones still unseen: the first occurrence whose regex agrees, by table order
         found_markers: list[tuple[int, int, Marker]] = []
         if wanted:
@@ -283,7 +292,10 @@ def _scan(
             found_markers, wanted = _serving_after_start(chunk, found_markers, result, wanted)
         # 3. line numbers for the candidates, in one forward count
         starts = sorted(
-            set(candidates) | {ls for ls, _, _ in found_markers} | {ls for ls, _ in exc_lines}
+            set(candidates)
+            | {ls for ls, _, _ in found_markers}
+            | {ls for ls, _ in exc_lines}
+            | {ls for ls, _ in stated_lines}
         )
         numbers: dict[int, int] = {}
         n, pos = state.line_base, 0
@@ -346,6 +358,12 @@ def _scan(
             result.frames.append(_frames_before(chunk, ls))
         del result.exceptions[:-KEEP_EXCEPTIONS]
         del result.frames[:-KEEP_EXCEPTIONS]
+        for ls, le in stated_lines:
+            ts, text = _line_time(chunk, ls, le, state)
+            if ts is None:
+                ts = _time_before(chunk, ls, state)
+            result.stated.append(Line(shown, numbers[ls], _segment(text, 0), ts))
+        del result.stated[:-KEEP_STATED]
         # 5. the file's edges, and the time carried into the next chunk
         newlines = chunk.count(b"\n")
         ends_open = not chunk.endswith(b"\n")
@@ -368,6 +386,17 @@ def _exception_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int
         if exception_of(text) is not None:
             out.append((ls, found[ls]))
             if len(out) >= KEEP_EXCEPTIONS:
+                break
+    return out[::-1]
+
+
+def _stated_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int]]:
+    """(start, end) of the lines among `found` that state a failure, the last few only."""
+    out: list[tuple[int, int]] = []
+    for ls in sorted(found, reverse=True):
+        if states_failure(chunk[ls : found[ls]].decode("utf-8", "replace")):
+            out.append((ls, found[ls]))
+            if len(out) >= KEEP_STATED:
                 break
     return out[::-1]
 
@@ -456,7 +485,7 @@ def _occurrences(chunk: bytes, needle: bytes, start: int) -> Iterator[int]:
 
 # -- the prefilter: one automaton for every keyword ------------------------------------------------
 
-_SIGNATURE, _EXCEPTION, _MARKER = 0, 1, 2
+_SIGNATURE, _EXCEPTION, _MARKER, _STATED = 0, 1, 2, 3
 MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before a plain search
 # (kind, index) pairs of each distinct keyword: a keyword may serve several signatures.
 WordTags = tuple[tuple[tuple[int, int], ...], ...]
@@ -485,6 +514,8 @@ def _automaton(
         tags.setdefault(entry.keyword, []).append((_SIGNATURE, idx))
     for kw in EXCEPTION_KEYWORDS:
         tags.setdefault(kw, []).append((_EXCEPTION, 0))
+    for kw in STATED_KEYWORDS:
+        tags.setdefault(kw, []).append((_STATED, 0))
     for idx, marker in enumerate(wanted):
         tags.setdefault(marker.keyword.encode("utf-8"), []).append((_MARKER, idx))
     auto = ahocorasick_rs.BytesAhoCorasick(

@@ -1,0 +1,88 @@
+"""Lines that state a failure, whatever printed them: the evidence that *something* failed.
+
+A log in which no signature, exception or exit code names a failure may still say one in plain
+words: `ERROR Model actor is out of memory.`, `level=error msg="llama runner process has
+terminated"`, `panic: ...`, `Segmentation fault (core dumped)`. Without this the postmortem
+answered such a log "no failure found", which sends the on-call engineer to wait for a boot
+that is already dead; with it the answer is "failed, cause not named" with the line to read
+(`outcome: failed-unknown`), and the second opinion reads the line's words.
+
+A line's own level decides first: a line printed at ERROR/FATAL/CRITICAL (or `level=error`,
+glog's `E1204`, `"levelname": "ERROR"`) states a failure; one printed at DEBUG/INFO/WARNING
+does not, whatever its words (engines log "failed to import X, falling back" at WARNING on
+healthy boots). A line without a visible level states one when it says so in words (failed,
+out of memory, segmentation fault, core dumped, aborted, a non-zero exit code or status).
+FastChat's `| ERROR | stderr |` (its logger's label for everything a worker writes to stderr,
+progress bars included) is not a level.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The scan's prefilter (case-sensitive bytes, one automaton pass): a line holding none of
+# these is never decoded for this purpose.
+KEYWORDS: tuple[bytes, ...] = (
+    b"ERROR",
+    b"FATAL",
+    b"CRITICAL",
+    b"PANIC",
+    b"panic:",
+    b"level=error",
+    b"level=fatal",
+    b'"level":"error"',
+    b'"level": "error"',
+    b"[error]",
+    b"[fatal]",
+    b"Error:",
+    b"error:",
+    b"failed",
+    b"Failed",
+    b"FAILED",
+    b"out of memory",
+    b"Out of memory",
+    b"Segmentation fault",
+    b"core dumped",
+    b"Aborted",
+    b"exit code",
+    b"exit status",
+    b"exited with",
+)
+
+_NOT_A_LEVEL = re.compile(r"\|\s*ERROR\s*\|\s*stderr\s*\|")
+_ERROR_LEVEL = re.compile(
+    r"\b(?:ERROR|FATAL|CRITICAL|PANIC)\b"
+    r"|\blevel=(?:error|fatal|panic)\b"
+    r'|"level(?:name)?":\s*"(?:error|ERROR|fatal|FATAL|CRITICAL|critical)"'
+    r"|\[(?:error|fatal)\]"
+    r"|(?:^|\s)\[?E\d{3,4} \d\d:"
+    r"|^panic: "
+)
+_QUIET_LEVEL = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|WARN|NOTICE|TRACE)\b"
+    r"|\blevel=(?:debug|info|warn|warning|trace)\b"
+    r'|"level(?:name)?":\s*"(?:debug|info|warn|warning|DEBUG|INFO|WARNING)"'
+    r"|(?:^|\s)\[?[IWD]\d{3,4} \d\d:"
+    r"|\[[IWD](?::|\])"  # onnxruntime's [W:onnxruntime:...], docker model runner's [W]
+    r"|\b[A-Z][A-Za-z]*Warning\b"  # RuntimeWarning: Failed to read commit hash
+)
+_SAYS_FAILED = re.compile(
+    r"\b(?:[Ff]ailed|FAILED|[Oo]ut of memory|Segmentation fault|core dumped|Aborted)\b"
+    r"|\bexit(?:ed with)? (?:code|status)[:= ]*-?[1-9]"
+    r"|(?:^|\s)(?:[Ee]rror|[Ff]atal):\s+\S"
+)
+# Words that say nothing failed: counters at zero, conditionals, a test suite's summary.
+_NOTHING_FAILED = re.compile(
+    r"\b0 failed\b|\bfailed[=:]\s*0\b|\bif (?:it |this |that )?fail|\bon failure\b"
+    r"|\bfailed_?requests?\W+0\b"
+)
+
+
+def states_failure(text: str) -> bool:
+    """Whether the line says that something failed (see the module's docstring)."""
+    text = _NOT_A_LEVEL.sub("|", text)
+    if _ERROR_LEVEL.search(text):
+        return not _NOTHING_FAILED.search(text)
+    if _QUIET_LEVEL.search(text):
+        return False
+    return bool(_SAYS_FAILED.search(text)) and not _NOTHING_FAILED.search(text)
