@@ -63,6 +63,7 @@ MINED_SETS = (
     "fourteenth",
     "fifteenth",
     "sixteenth",
+    "seventeenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

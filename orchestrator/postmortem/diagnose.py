@@ -356,13 +356,16 @@ _SERVER_ERROR = re.compile(r'\| 5\d\d \||" 5\d\d(?: |$)')
 
 def _ends_failing_after_ready(r: RankFacts) -> bool:
     """A pasted log that ends, after the engine said it serves, on a line saying something
-    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)", a request answered 500): the
-    paste stops there because that is what went wrong. A failure no rule names, never
+    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)", a request answered 500), or
+    that states a failure anywhere after that (an ERROR line, `panic:`): the paste goes on
+    past the start-up because that is what went wrong. A failure no rule names, never
     `ready`."""
     serving = [r.markers[m] for m in ("ready", "traffic") if m in r.markers]
     last = r.last_line
     if last is None or not serving:
         return False
+    if any(s.file == e.file and s.line < e.line for s in serving for e in r.stated):
+        return True  # a line after it says something failed (stated.py): not ready
     if not any(s.file == last.file and s.line < last.line for s in serving):
         return False
     if any(m.file == last.file and m.line == last.line for m in r.markers.values()):

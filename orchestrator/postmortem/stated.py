@@ -65,6 +65,7 @@ _QUIET_LEVEL = re.compile(
     r"|(?:^|\s)\[?[IWD]\d{3,4} \d\d:"
     r"|\[[IWD](?::|\])"  # onnxruntime's [W:onnxruntime:...], docker model runner's [W]
     r"|\b[A-Z][A-Za-z]*Warning\b"  # RuntimeWarning: Failed to read commit hash
+    r"|\b[Ww]arning:"  # ollama's "routes.go:716: Warning: ... nvidia-smi command failed"
 )
 _SAYS_FAILED = re.compile(
     r"\b(?:[Ff]ailed|FAILED|[Oo]ut of memory|Segmentation fault|core dumped|Aborted)\b"

@@ -59,6 +59,9 @@ def test_a_line_stating_a_failure_is_read_as_one(line: str) -> None:
         "=== 120 passed, 0 failed in 3.2s ===",
         "retry the download if it fails",
         "Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        # ollama on a Jetson (the seventeenth set's n-0013): a warning in its own words
+        "2023/11/28 13:49:20 routes.go:716: Warning: GPU support may not be enabled, check you"
+        " have installed GPU drivers: nvidia-smi command failed",
     ],
 )
 def test_a_quiet_level_or_words_that_say_nothing_failed_are_not_a_failure(line: str) -> None:

@@ -1,5 +1,6 @@
-"""The rules mined from the thirteenth to sixteenth unseen sets
-(tests/fixtures/postmortem-thirteenth/ ... -sixteenth/, issue 29), each after its score was frozen.
+"""The rules mined from the thirteenth to seventeenth unseen sets
+(tests/fixtures/postmortem-thirteenth/ ... -seventeenth/, issue 29), each after its score was
+frozen.
 
 Each rests on a program's own words (the engine-line corpus's lines, verbatim from the threads
 cited there): what the postmortem makes of them through `postmortem_logs`, as `cluster
@@ -94,6 +95,22 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("llamafactory-template-does-not-exist", "tokenizer-config"),
         # the fused-MoE module has no kernels for this GPU: the MoE runner, not a flag check
         ("flashinfer-fused-moe-invalid-backend-80", "moe-runner"),
+        # -- the seventeenth set
+        # the engine's own checks refused a flag: a KV connector, a tool-call parser, a split mode
+        ("vllm-unsupported-kv-connector-type", "config-validator-refusal"),
+        ("vllm-invalid-tool-call-parser", "config-validator-refusal"),
+        ("llama-cpp-device-does-not-support-split-buffers", "config-validator-refusal"),
+        # a MoE plugin whose runner cannot take this expert shape
+        ("tensorrt-nvfp4-moe-plugin-shape-not-supported", "moe-runner"),
+        # CUDA's illegal instruction (715) from an sm100 kernel on GB10
+        ("cudnn-fp8-gemm-sm100-err-715", "unsupported-arch-kernel"),
+        # the storage under the process: EIO to a checkpoint writer, ext4's failed write-back
+        ("megatron-async-checkpoint-errno-5-io-error", "disk"),
+        ("ext4-end-bio-io-error-writing-to-inode", "disk"),
+        # a shard that does not hash to what the hub lists
+        ("modelscope-file-integrity-error-safetensors", "weights-files"),
+        # Ray's control store gave up on this node
+        ("ray-raylet-node-marked-as-dead", "rendezvous-network"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -253,3 +270,26 @@ def test_ollamas_listening_line_alone_is_not_ready(tmp_path: Path) -> None:
         ' 100.100.70.109:11434 (version 0.5.4)"',
     )
     assert d.outcome == "no-failure", d.verdict
+
+
+def test_a_failure_stated_after_the_server_served_is_not_ready(tmp_path: Path) -> None:
+    # The seventeenth set's mining: an ERROR line after the ready marker, followed by more
+    # lines (so not the paste's last line), is a failure no rule names, never `ready`.
+    served = "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
+    stated = "2025-05-13 08:41:45 acme.worker 4242 ERROR    The model worker went away."
+    after = 'INFO:     127.0.0.1:50512 - "GET /health HTTP/1.1" 200 OK'
+    assert diagnose_paste(tmp_path, served, after).category == "ready"
+    d = diagnose_paste(tmp_path, served, stated, after)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
+    # ... while the same line before the server came up does not take `ready` away
+    assert diagnose_paste(tmp_path, stated, served, after).category == "ready"
+
+
+def test_a_cuda_illegal_instruction_gives_way_to_a_named_cause(tmp_path: Path) -> None:
+    # error 715 is weak: an exception that names the GPU's missing kernel says more
+    d = diagnose_paste(
+        tmp_path,
+        by_id("cudnn-fp8-gemm-sm100-err-715").text,
+        "CUDA error: out of memory",
+    )
+    assert d.category == "out-of-memory", d.verdict
