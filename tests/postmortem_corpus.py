@@ -64,6 +64,7 @@ MINED_SETS = (
     "fifteenth",
     "sixteenth",
     "seventeenth",
+    "eighteenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -50,6 +50,9 @@ MARKERS = (
     # Not ollama's `Listening on HOST:PORT (version V)`: its server is up before any model is
     # loaded, and the sets label such a start-up `no-failure` as often as `ready` (r-0040, k-0010)
     marker(M.ready, None, '"msg":"HTTP server listening"'),
+    # llama-server once its model is loaded ("main: server is listening on http://HOST:PORT -
+    # starting the main loop"); not its early "HTTP server is listening, hostname: ..."
+    marker(M.ready, None, "server is listening on", r"server is listening on https?://"),
     # the older llama.cpp server's JSON log once its model is loaded (it serves next)
     marker(M.ready, None, '"message":"model loaded"'),
     marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),

@@ -224,10 +224,15 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     calib = load_calibration()
     confidence = calib.confidence(path) if path is not None else None
     closest: str | None = None
+    # A hang in a run directory is exempt: its path's record comes from pasted logs, where a
+    # hang is never answered (a paste cannot tell it from a cut); in a run the supervisor
+    # measured the silence, evidence no paste has, so the pastes' record does not speak for it.
+    measured_hang = path is not None and path.startswith("hang:") and run.kind == "run"
     if (
         confidence is not None
         and category not in ("ready", "unknown")
         and confidence < calib.threshold
+        and not measured_hang
     ):
         closest, category = category, "unknown"
     elif path is not None and path.startswith("hang:") and run.kind == "logs":

@@ -47,6 +47,10 @@ KEYWORDS: tuple[bytes, ...] = (
     b"exit code",
     b"exit status",
     b"exited with",
+    b"ould not",
+    b"ouldn't",
+    b"annot ",
+    b"nable to",
 )
 
 _NOT_A_LEVEL = re.compile(r"\|\s*ERROR\s*\|\s*stderr\s*\|")
@@ -55,14 +59,14 @@ _ERROR_LEVEL = re.compile(
     r"|\blevel=(?:error|fatal|panic)\b"
     r'|"level(?:name)?":\s*"(?:error|ERROR|fatal|FATAL|CRITICAL|critical)"'
     r"|\[(?:error|fatal)\]"
-    r"|(?:^|\s)\[?E\d{3,4} \d\d:"
+    r"|(?:^|[\s:])\[?E\d{3,4} \d\d:"  # glog, and torch's "[rank1]:[E122 20:05:19..."
     r"|^panic: "
 )
 _QUIET_LEVEL = re.compile(
     r"\b(?:DEBUG|INFO|WARNING|WARN|NOTICE|TRACE)\b"
     r"|\blevel=(?:debug|info|warn|warning|trace)\b"
     r'|"level(?:name)?":\s*"(?:debug|info|warn|warning|DEBUG|INFO|WARNING)"'
-    r"|(?:^|\s)\[?[IWD]\d{3,4} \d\d:"
+    r"|(?:^|[\s:])\[?[IWD]\d{3,4} \d\d:"
     r"|\[[IWD](?::|\])"  # onnxruntime's [W:onnxruntime:...], docker model runner's [W]
     r"|\b[A-Z][A-Za-z]*Warning\b"  # RuntimeWarning: Failed to read commit hash
     r"|\b[Ww]arning:"  # ollama's "routes.go:716: Warning: ... nvidia-smi command failed"
@@ -71,6 +75,7 @@ _SAYS_FAILED = re.compile(
     r"\b(?:[Ff]ailed|FAILED|[Oo]ut of memory|Segmentation fault|core dumped|Aborted)\b"
     r"|\bexit(?:ed with)? (?:code|status)[:= ]*-?[1-9]"
     r"|(?:^|\s)(?:[Ee]rror|[Ff]atal):\s+\S"
+    r"|\b(?:[Cc]ould(?:n't| not)|[Cc]annot|[Uu]nable to)\b"
 )
 # Words that say nothing failed: counters at zero, conditionals, a test suite's summary.
 _NOTHING_FAILED = re.compile(

@@ -258,6 +258,29 @@ def test_a_rank_that_began_distributed_init_and_never_finished_is_a_hang_in_a_ru
     assert (d.category, d.outcome, d.closest) == ("unknown", "no-failure", "rendezvous-network")
 
 
+def test_a_measured_hang_in_a_run_is_not_withheld_by_the_pastes_calibration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The hang path's record comes from pasted logs, where a hang is never answered; a
+    # threshold above its confidence must not withhold the hang a supervisor measured.
+    import importlib
+
+    from orchestrator.postmortem.calibration import Calibration
+
+    strict = Calibration(threshold=0.99, paths={"hang:rendezvous-network": (1, 10)})
+    monkeypatch.setattr(
+        importlib.import_module("orchestrator.postmortem.diagnose"),
+        "load_calibration",
+        lambda: strict,
+    )
+    began = Evidence(file="rank-0/stdout.log", line=3, text="Init torch distributed begin.", ts=9.0)
+    ranks = [facts(0, phase="initializing", markers={"dist_begin": began}, last_line=began)]
+    d = diagnose(RUN, ranks, SIGS)
+    assert (d.category, d.closest) == ("rendezvous-network", None)
+    d = diagnose(RUN.model_copy(update={"kind": "logs"}), ranks, SIGS)
+    assert (d.category, d.closest) == ("unknown", "rendezvous-network")
+
+
 def test_rank_lists_are_compact() -> None:
     assert rank_list([0, 1, 2, 4, 5, 6, 7]) == "0-2, 4-7"
     assert rank_list([3]) == "3"

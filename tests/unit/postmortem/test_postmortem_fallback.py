@@ -3,13 +3,18 @@ evidence), each on the real line shapes they were built for."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
 from orchestrator.postmortem import postmortem_logs
+from orchestrator.postmortem.calibration import Calibration
 from orchestrator.postmortem.families import classify, exception_of
 from orchestrator.postmortem.tidy import tidy_line, tidy_text
+
+# the module (the package's `diagnose` attribute is the function of that name)
+diagnose_mod = importlib.import_module("orchestrator.postmortem.diagnose")
 
 
 @pytest.mark.parametrize(
@@ -272,7 +277,13 @@ def test_a_rank_whose_node_was_lost_is_the_root_not_the_peers_that_raised_first(
     assert {r.rank: r.role for r in d.ranks}[0] == "cascade"
 
 
-def test_a_bare_assert_in_the_weight_loader_is_a_weights_failure(tmp_path: Path) -> None:
+def test_a_bare_assert_in_the_weight_loader_is_a_weights_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the rule's reading, whatever the shipped calibration's threshold withholds this week
+    # (its family path is right 2 of 6 times on leave-one-source-out: a threshold over its
+    # confidence answers `unknown, closest: weights-files`, test_postmortem_calibration.py)
+    monkeypatch.setattr(diagnose_mod, "load_calibration", lambda: Calibration())
     d = diagnose(
         tmp_path,
         "Traceback (most recent call last):\n"

@@ -40,6 +40,9 @@ def _log(tmp_path: Path, text: str) -> Path:
         "server exited with code 1",
         "Error: model load did not complete",
         "the model actor is out of memory",
+        # llama-server's own words when its port is taken (the eighteenth set's m-0012)
+        "main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
+        "Could not resolve Linux kernel version",
     ],
 )
 def test_a_line_stating_a_failure_is_read_as_one(line: str) -> None:
@@ -59,6 +62,9 @@ def test_a_line_stating_a_failure_is_read_as_one(line: str) -> None:
         "=== 120 passed, 0 failed in 3.2s ===",
         "retry the download if it fails",
         "Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+        # torch's c10d warning behind its rank prefix: "[W122" is the level, not the words
+        "[rank1]:[W122 20:05:19.749124012 socket.cpp:204] [c10d] The hostname of the client"
+        " socket cannot be retrieved. err=-3",
         # ollama on a Jetson (the seventeenth set's n-0013): a warning in its own words
         "2023/11/28 13:49:20 routes.go:716: Warning: GPU support may not be enabled, check you"
         " have installed GPU drivers: nvidia-smi command failed",

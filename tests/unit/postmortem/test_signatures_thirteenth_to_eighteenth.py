@@ -1,5 +1,5 @@
-"""The rules mined from the thirteenth to seventeenth unseen sets
-(tests/fixtures/postmortem-thirteenth/ ... -seventeenth/, issue 29), each after its score was
+"""The rules mined from the thirteenth to eighteenth unseen sets
+(tests/fixtures/postmortem-thirteenth/ ... -eighteenth/, issue 29), each after its score was
 frozen.
 
 Each rests on a program's own words (the engine-line corpus's lines, verbatim from the threads
@@ -111,6 +111,10 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("modelscope-file-integrity-error-safetensors", "weights-files"),
         # Ray's control store gave up on this node
         ("ray-raylet-node-marked-as-dead", "rendezvous-network"),
+        # -- the eighteenth set
+        # HCCL's links that never came up; a KV store client that lost its master
+        ("hccl-wait-socket-establish-timeout", "rendezvous-network"),
+        ("mooncake-store-failed-to-mount-segment-rpc-error", "rendezvous-network"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -293,3 +297,16 @@ def test_a_cuda_illegal_instruction_gives_way_to_a_named_cause(tmp_path: Path) -
         "CUDA error: out of memory",
     )
     assert d.category == "out-of-memory", d.verdict
+
+
+def test_llama_servers_line_after_its_model_loaded_is_ready_its_early_one_is_not(
+    tmp_path: Path,
+) -> None:
+    # The eighteenth set: "server is listening on http://..." comes once the model is loaded;
+    # "HTTP server is listening, hostname: ..." comes before the load starts.
+    early = "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11"
+    loading = "main: loading model"
+    d = diagnose_paste(tmp_path, early, loading)
+    assert d.outcome == "no-failure", d.verdict
+    ready = by_id("llama-cpp-server-is-listening-starting-main-loop").text
+    assert diagnose_paste(tmp_path, early, loading, ready).category == "ready"
