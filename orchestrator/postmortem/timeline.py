@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,8 +270,8 @@ def _scan(
                 else:
                     slot[1].extend(keywords[idx].targets)
         # 1b. exception lines (`Cls: message`, `raise Cls(`): the traceback fallback's input
-        exc_lines = _exception_lines(chunk, exc_found)
-        stated_lines = _stated_lines(chunk, stated_found)
+        exc_lines = _last_lines(chunk, exc_found, KEEP_EXCEPTIONS, _raises)
+        stated_lines = _last_lines(chunk, stated_found, KEEP_STATED, states_failure)
         # 2. milestones still unseen: the first occurrence whose regex agrees, by table order
         found_markers: list[tuple[int, int, Marker]] = []
         if wanted:
@@ -310,9 +310,7 @@ def _scan(
             result.first = head
         for ls in sorted(candidates):
             le, targets = candidates[ls]
-            ts, text = _line_time(chunk, ls, le, state)
-            if ts is None:
-                ts = _time_before(chunk, ls, state)
+            ts, text = _placed(chunk, ls, le, state)
             done: set[int] = set()
             windows: dict[int, str] = {}
             for si, pi in targets:
@@ -341,9 +339,7 @@ def _scan(
                     line = Line(shown, numbers[ls], _segment(text, start), ts)
                     result.matches.append(Match(sig_id, line))
         for ls, le, marker in found_markers:
-            ts, text = _line_time(chunk, ls, le, state)
-            if ts is None:
-                ts = _time_before(chunk, ls, state)
+            ts, text = _placed(chunk, ls, le, state)
             pos_kw = text.find(marker.keyword)
             line = Line(shown, numbers[ls], _segment(text, max(pos_kw, 0)), ts)
             if marker.milestone.value not in result.markers:
@@ -351,17 +347,13 @@ def _scan(
             if marker.engine:
                 result.engines[marker.engine] = result.engines.get(marker.engine, 0) + 1
         for ls, le in exc_lines:
-            ts, text = _line_time(chunk, ls, le, state)
-            if ts is None:
-                ts = _time_before(chunk, ls, state)
+            ts, text = _placed(chunk, ls, le, state)
             result.exceptions.append(Line(shown, numbers[ls], _segment(text, 0), ts))
             result.frames.append(_frames_before(chunk, ls))
         del result.exceptions[:-KEEP_EXCEPTIONS]
         del result.frames[:-KEEP_EXCEPTIONS]
         for ls, le in stated_lines:
-            ts, text = _line_time(chunk, ls, le, state)
-            if ts is None:
-                ts = _time_before(chunk, ls, state)
+            ts, text = _placed(chunk, ls, le, state)
             result.stated.append(Line(shown, numbers[ls], _segment(text, 0), ts))
         del result.stated[:-KEEP_STATED]
         # 5. the file's edges, and the time carried into the next chunk
@@ -378,25 +370,26 @@ def _scan(
     return result
 
 
-def _exception_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int]]:
-    """(start, end) of the lines among `found` that state an exception, the last few only."""
-    out: list[tuple[int, int]] = []
-    for ls in sorted(found, reverse=True):
-        text = chunk[ls : found[ls]].decode("utf-8", "replace")
-        if exception_of(text) is not None:
-            out.append((ls, found[ls]))
-            if len(out) >= KEEP_EXCEPTIONS:
-                break
-    return out[::-1]
+def _placed(chunk: bytes, ls: int, le: int, state: _State) -> tuple[float | None, str]:
+    """A line's time and text; a line without a stamp takes the last stamped line's time."""
+    ts, text = _line_time(chunk, ls, le, state)
+    return (_time_before(chunk, ls, state) if ts is None else ts), text
 
 
-def _stated_lines(chunk: bytes, found: dict[int, int]) -> list[tuple[int, int]]:
-    """(start, end) of the lines among `found` that state a failure, the last few only."""
+def _raises(text: str) -> bool:
+    return exception_of(text) is not None
+
+
+def _last_lines(
+    chunk: bytes, found: dict[int, int], keep: int, says: Callable[[str], bool]
+) -> list[tuple[int, int]]:
+    """(start, end) of the last `keep` lines among `found` (start -> end) whose text `says`
+    holds for: the exception lines, the lines stating a failure."""
     out: list[tuple[int, int]] = []
     for ls in sorted(found, reverse=True):
-        if states_failure(chunk[ls : found[ls]].decode("utf-8", "replace")):
+        if says(chunk[ls : found[ls]].decode("utf-8", "replace")):
             out.append((ls, found[ls]))
-            if len(out) >= KEEP_STATED:
+            if len(out) >= keep:
                 break
     return out[::-1]
 

@@ -170,13 +170,24 @@ def test_a_cuda_error_that_names_its_cause_keeps_its_category(tmp_path: Path) ->
     assert d.category == "out-of-memory", d.verdict
 
 
-def test_lm_studios_server_line_is_ready(tmp_path: Path) -> None:
-    d = diagnose_paste(
-        tmp_path,
-        "[LM STUDIO SERVER] Verbose server logs are DISABLED",
-        by_id("lmstudio-server-success-http-listening").text,
-    )
-    assert d.category == "ready", d.verdict
+@pytest.mark.parametrize(
+    ("before", "line_id"),
+    [
+        # LM Studio's server (the thirteenth set)
+        (
+            "[LM STUDIO SERVER] Verbose server logs are DISABLED",
+            "lmstudio-server-success-http-listening",
+        ),
+        # Triton 20.x's gRPC endpoint (the sixteenth set)
+        (
+            "I1204 08:17:44.990000 1 server.cc:118] Initializing Triton Inference Server",
+            "triton-2003-started-grpcservice",
+        ),
+    ],
+)
+def test_a_servers_own_ready_line_is_ready(tmp_path: Path, before: str, line_id: str) -> None:
+    d = diagnose_paste(tmp_path, before, by_id(line_id).text)
+    assert (d.category, d.outcome) == ("ready", "ready"), d.verdict
 
 
 def test_a_servers_start_before_its_model_loads_is_not_ready(tmp_path: Path) -> None:
@@ -253,15 +264,6 @@ def test_a_bare_invalid_backend_outside_the_moe_module_is_not_the_moe_runner(
         "ValueError: Invalid backend: 80",
     )
     assert d.category != "moe-runner", d.verdict
-
-
-def test_tritons_older_grpc_endpoint_line_is_ready(tmp_path: Path) -> None:
-    d = diagnose_paste(
-        tmp_path,
-        "I1204 08:17:44.990000 1 server.cc:118] Initializing Triton Inference Server",
-        by_id("triton-2003-started-grpcservice").text,
-    )
-    assert d.outcome == "ready", d.verdict
 
 
 def test_ollamas_listening_line_alone_is_not_ready(tmp_path: Path) -> None:
