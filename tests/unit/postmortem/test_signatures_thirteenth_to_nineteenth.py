@@ -1,0 +1,358 @@
+"""The rules mined from the thirteenth to nineteenth unseen sets
+(tests/fixtures/postmortem-thirteenth/ ... -nineteenth/, issue 29), each after its score was
+frozen.
+
+Each rests on a program's own words (the engine-line corpus's lines, verbatim from the threads
+cited there): what the postmortem makes of them through `postmortem_logs`, as `cluster
+postmortem --logs FILE` calls it. The fourteenth set's two `ready` mistakes gave the last two
+tests: a serving line before a model load is not the model serving, and a transfer that broke
+after the server came up is a failure. The fifteenth set's `OOMKilled false` read as an OOM
+kill gave the precision tests after them; the sixteenth's ready marker that was tried and
+dropped (it made an earlier set's start-up `ready`) gave the one after them; the nineteenth's
+hung task read as the disk after an Xid burst, and its abort after a `200` line that was
+"failed" in `--json` but "No failure found" in words, the last two.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.engine_lines import by_id
+from tests.unit.postmortem.paste import diagnose_paste
+
+
+@pytest.mark.parametrize(
+    ("line_id", "category"),
+    [
+        # -- the thirteenth set
+        # TensorRT's own words for a device allocation it did not get
+        ("tensorrt-error-code-2-out-of-memory", "out-of-memory"),
+        ("tensorrt-requested-gpu-memory-not-allocated", "out-of-memory"),
+        # TGI's warmup refusing its prefill token budget
+        ("tgi-warmup-not-enough-memory-prefill-tokens", "kv-cache-budget"),
+        # the driver could not bring the GPU up
+        ("nvrm-rminitadapter-gsp-firmware", "gpu-fault"),
+        ("nvrm-cannot-initialize-gsp-firmware", "gpu-fault"),
+        ("nvrm-gfw-boot-wait-failed", "gpu-fault"),
+        # llama.cpp's registry check, like vLLM's
+        ("llama-cpp-unknown-model-architecture", "config-validator-refusal"),
+        # the ranks could not reach each other: NCCL's bootstrap, an RDMA peer that never acked
+        ("nccl-bootstrap-socket-in-progress-chain", "rendezvous-network"),
+        ("mooncake-rdma-transport-retry-counter-exceeded", "rendezvous-network"),
+        # the config is not where or what the loader expects
+        ("transformers-config-file-not-valid-json-gguf", "tokenizer-config"),
+        ("unsloth-no-config-file-found", "tokenizer-config"),
+        # the image never reached the node whole
+        ("docker-pull-no-matching-manifest-capitalized", "image-unpack-race"),
+        ("docker-pull-untar-reexec-unexpected-eof", "image-unpack-race"),
+        # -- the fourteenth set
+        # the host or the device had not the memory asked for
+        ("kernel-memory-cgroup-oom-kill-process-old", "out-of-memory"),
+        ("ollama-model-requires-more-system-memory", "out-of-memory"),
+        ("onnxruntime-bfcarena-failed-to-allocate", "out-of-memory"),
+        # no kernel for this GPU: ggml's build, rocBLAS's Tensile library
+        ("ggml-cuda-no-device-code-for-arch", "unsupported-arch-kernel"),
+        ("rocblas-tensile-library-illegal-seek-for-arch", "unsupported-arch-kernel"),
+        # the library's own check refused the attention implementation
+        ("transformers-model-does-not-support-flash-attention-2", "config-validator-refusal"),
+        # the vocabulary or the model type
+        ("llama-cpp-error-loading-model-vocabulary", "tokenizer-config"),
+        ("transformers-checkpoint-very-new-no-release", "tokenizer-config"),
+        # a GGUF without the tensors its architecture needs
+        ("ollama-missing-tensor-output-weight", "weights-files"),
+        ("llama-cpp-wrong-number-of-tensors", "weights-files"),
+        # the nodes could not reach each other: KV transfer, ssh, HCCL's sockets, a flushed QP
+        ("mooncake-ascend-failed-to-connect-to-target", "rendezvous-network"),
+        ("deepspeed-hostfile-host-not-reachable-via-ssh", "rendezvous-network"),
+        ("hccl-ei0006-getting-socket-times-out", "rendezvous-network"),
+        ("ucx-srd-send-completion-work-request-flushed", "rendezvous-network"),
+        # Ascend's collective and stream waits
+        ("hccl-ei0002-notify-wait-times-out", "watchdog-timeout"),
+        ("ascend-ee1002-stream-synchronize-timeout", "watchdog-timeout"),
+        # -- the fifteenth set
+        # docker load could not store the archive: the image, not a dataset's disk
+        ("docker-load-errors-processing-tar-no-space", "image-unpack-race"),
+        # SIGILL, as Go's exec error and as the kernel's trap line say it
+        ("ollama-llama-runner-signal-illegal-instruction", "unsupported-arch-kernel"),
+        ("kernel-traps-ollama-runner-invalid-opcode", "unsupported-arch-kernel"),
+        # torch RPC's own timer
+        ("torch-rpc-ran-more-than-set-timeout", "watchdog-timeout"),
+        # DeepSpeed's config check
+        ("deepspeed-check-batch-related-parameters", "config-validator-refusal"),
+        # an accelerator that stopped answering its runtime
+        ("ascend-device-status-abnormal-e39009", "gpu-fault"),
+        # a model file llama.cpp cannot read
+        ("llama-cpp-error-loading-model-unexpected-eof", "weights-files"),
+        ("llama-cpp-error-loading-model-format-no-longer-supported", "weights-files"),
+        ("llama-cpp-gguf-init-invalid-magic-number", "weights-files"),
+        # the launcher's ssh check of a host, in its older form
+        ("deepspeed-ssh-hostname-check-exit-255", "rendezvous-network"),
+        # -- the sixteenth set
+        # Ray's report of an actor its memory monitor killed; a serving framework's actor OOM
+        ("ray-actor-died-worker-exit-node-out-of-memory", "out-of-memory"),
+        ("xinference-model-actor-is-out-of-memory", "out-of-memory"),
+        # a chat template the installed framework does not define
+        ("llamafactory-template-does-not-exist", "tokenizer-config"),
+        # the fused-MoE module has no kernels for this GPU: the MoE runner, not a flag check
+        ("flashinfer-fused-moe-invalid-backend-80", "moe-runner"),
+        # -- the seventeenth set
+        # the engine's own checks refused a flag: a KV connector, a tool-call parser, a split mode
+        ("vllm-unsupported-kv-connector-type", "config-validator-refusal"),
+        ("vllm-invalid-tool-call-parser", "config-validator-refusal"),
+        ("llama-cpp-device-does-not-support-split-buffers", "config-validator-refusal"),
+        # a MoE plugin whose runner cannot take this expert shape
+        ("tensorrt-nvfp4-moe-plugin-shape-not-supported", "moe-runner"),
+        # CUDA's illegal instruction (715) from an sm100 kernel on GB10
+        ("cudnn-fp8-gemm-sm100-err-715", "unsupported-arch-kernel"),
+        # the storage under the process: EIO to a checkpoint writer, ext4's failed write-back
+        ("megatron-async-checkpoint-errno-5-io-error", "disk"),
+        ("ext4-end-bio-io-error-writing-to-inode", "disk"),
+        # a shard that does not hash to what the hub lists
+        ("modelscope-file-integrity-error-safetensors", "weights-files"),
+        # Ray's control store gave up on this node
+        ("ray-raylet-node-marked-as-dead", "rendezvous-network"),
+        # -- the eighteenth set
+        # HCCL's links that never came up; a KV store client that lost its master
+        ("hccl-wait-socket-establish-timeout", "rendezvous-network"),
+        ("mooncake-store-failed-to-mount-segment-rpc-error", "rendezvous-network"),
+        # -- the nineteenth set
+        # Apple's Metal out of unified memory (MLX and ggml word it alike)
+        ("mlx-metal-command-buffer-insufficient-memory", "out-of-memory"),
+        ("ggml-metal-insufficient-memory", "out-of-memory"),
+        # a KV-transfer handshake refused; HCCL's link to a peer; torch elastic's store
+        ("mooncake-socket-handshake-connection-refused", "rendezvous-network"),
+        ("mooncake-worker-cannot-make-connection-for-endpoint", "rendezvous-network"),
+        ("hccl-ei0009-transport-init-create-destlink", "rendezvous-network"),
+        ("torch-elastic-rendezvous-connection-error-of-type", "rendezvous-network"),
+        # the disk's own sense data
+        ("scsi-sense-key-medium-error", "disk"),
+        ("blk-critical-medium-error", "disk"),
+        # a wrapper's wait for the engine ran out
+        ("lemonade-wrapped-server-failed-to-start-within-timeout", "watchdog-timeout"),
+    ],
+)
+def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
+    assert (d.category, d.outcome) == (category, "failed"), d.verdict
+
+
+def test_the_untar_error_is_the_image_though_it_carries_an_exit_status(tmp_path: Path) -> None:
+    # "exit status 1" alone is a process that ended badly (cause unknown); beside "Untar
+    # re-exec error" it is the layer's unpack, and the answer must say so.
+    d = diagnose_paste(tmp_path, by_id("docker-pull-untar-reexec-unexpected-eof").text)
+    assert d.category == "image-unpack-race", d.verdict
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    [
+        # local runners that failed to load (the thirteenth set)
+        "localai-llama-cpp-rpc-canceled-fallback",
+        "localai-llama-cpp-rpc-unavailable-eof",
+        "jan-llama-cpp-process-error",
+        "lmstudio-error-loading-model-exit-code",
+        # a bare CUDA error, torch elastic's compact summary (the fourteenth set)
+        "torch-elastic-root-cause-exitcode-1-compact",
+        "ggml-cuda-error-invalid-argument",
+        "cuda-failed-with-error-invalid-argument",
+        # a Gaudi call, a container State, a crash UCX reports (the fifteenth, sixteenth sets)
+        "gaudi-syndeviceacquire-synapse-error",
+        "docker-inspect-state-exit-code-132",
+        "ucx-caught-signal-8-integer-divide-by-zero",
+    ],
+)
+def test_a_failure_that_names_no_cause_is_failed_unknown(tmp_path: Path, line_id: str) -> None:
+    d = diagnose_paste(tmp_path, "loading the model", by_id(line_id).text)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(Exit code: 0). Model unloaded.",
+        "g105:26921:27058 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.5<0>",
+        "Selected architecture: 'llama'",
+    ],
+)
+def test_the_same_words_without_a_failure_are_no_failure(tmp_path: Path, text: str) -> None:
+    d = diagnose_paste(tmp_path, text)
+    assert d.outcome == "no-failure", d.verdict
+
+
+def test_a_cuda_error_that_names_its_cause_keeps_its_category(tmp_path: Path) -> None:
+    d = diagnose_paste(tmp_path, "CUDA error: out of memory")
+    assert d.category == "out-of-memory", d.verdict
+
+
+@pytest.mark.parametrize(
+    ("before", "line_id"),
+    [
+        # LM Studio's server (the thirteenth set)
+        (
+            "[LM STUDIO SERVER] Verbose server logs are DISABLED",
+            "lmstudio-server-success-http-listening",
+        ),
+        # Triton 20.x's gRPC endpoint (the sixteenth set)
+        (
+            "I1204 08:17:44.990000 1 server.cc:118] Initializing Triton Inference Server",
+            "triton-2003-started-grpcservice",
+        ),
+    ],
+)
+def test_a_servers_own_ready_line_is_ready(tmp_path: Path, before: str, line_id: str) -> None:
+    d = diagnose_paste(tmp_path, before, by_id(line_id).text)
+    assert (d.category, d.outcome) == ("ready", "ready"), d.verdict
+
+
+def test_a_servers_start_before_its_model_loads_is_not_ready(tmp_path: Path) -> None:
+    # A controller's uvicorn comes up, then the model worker starts loading its shards: the
+    # model does not serve yet and nothing failed (the fourteenth set's v-0053).
+    lines = [
+        "INFO:     Application startup complete.",
+        "INFO:     Uvicorn running on http://0.0.0.0:20000 (Press CTRL+C to quit)",
+        "2024-04-12 00:09:25 | INFO | model_worker | Loading the model ['chatglm3-6b'] ...",
+        "Loading checkpoint shards:   0%|          | 0/7 [00:00<?, ?it/s]",
+    ]
+    d = diagnose_paste(tmp_path, *lines)
+    assert d.outcome == "no-failure" and d.category != "ready", d.verdict
+    # ... and once the load ends and the server says it serves again, it is ready.
+    more = [
+        "Loading checkpoint shards: 100%|██████████| 7/7 [00:20<00:00,  2.9s/it]",
+        "INFO:     Uvicorn running on http://0.0.0.0:21002 (Press CTRL+C to quit)",
+    ]
+    assert diagnose_paste(tmp_path, *lines, *more).category == "ready"
+
+
+def test_a_transfer_that_broke_after_the_server_served_is_a_failure_not_ready(
+    tmp_path: Path,
+) -> None:
+    d = diagnose_paste(
+        tmp_path,
+        '127.0.0.1:41950 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        by_id("ucx-srd-send-completion-work-request-flushed").text,
+    )
+    assert (d.category, d.outcome) == ("rendezvous-network", "failed"), d.verdict
+
+
+def test_a_container_state_that_says_oomkilled_false_is_not_an_oom_kill(tmp_path: Path) -> None:
+    # docker inspect's State printed whole: exit 132 (SIGILL), OOMKilled false. Before this set
+    # the bare word OOMKilled named out-of-memory: a wrong answer that sends the engineer to
+    # the memory of a node that had plenty.
+    d = diagnose_paste(
+        tmp_path,
+        "State",
+        by_id("docker-inspect-state-exit-code-132").text,
+        by_id("docker-inspect-oomkilled-false").text,
+        "Status exited",
+    )
+    assert d.category != "out-of-memory", d.verdict
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+@pytest.mark.parametrize(
+    "text", ['"OOMKilled": false,', "OOMKilled false", "    OOMKilled:  false"]
+)
+def test_oomkilled_false_in_any_spelling_is_no_oom(tmp_path: Path, text: str) -> None:
+    d = diagnose_paste(tmp_path, text)
+    assert d.category != "out-of-memory", d.verdict
+
+
+def test_oomkilled_true_still_is_an_oom_kill(tmp_path: Path) -> None:
+    d = diagnose_paste(tmp_path, '            "OOMKilled": true,', '            "ExitCode": 137,')
+    assert d.category == "out-of-memory", d.verdict
+
+
+def test_a_full_disk_outside_an_image_is_still_the_disk(tmp_path: Path) -> None:
+    d = diagnose_paste(tmp_path, "OSError: [Errno 28] No space left on device: '/data/cache/x'")
+    assert d.category == "disk", d.verdict
+
+
+def test_a_bare_invalid_backend_outside_the_moe_module_is_not_the_moe_runner(
+    tmp_path: Path,
+) -> None:
+    # the moe-runner reading rests on the raising frame being in fused_moe/, not on the words
+    d = diagnose_paste(
+        tmp_path,
+        '  File "/x/attention/backends.py", line 12, in pick',
+        '    raise ValueError(f"Invalid backend: {backend}")',
+        "ValueError: Invalid backend: 80",
+    )
+    assert d.category != "moe-runner", d.verdict
+
+
+def test_ollamas_listening_line_alone_is_not_ready(tmp_path: Path) -> None:
+    # ollama's server listens before any model is loaded; the sets label that start-up
+    # `no-failure` as often as `ready`, and `ready` for a log that is not is the costliest
+    # mistake: the line is no ready marker (twelfth set r-0040)
+    d = diagnose_paste(
+        tmp_path,
+        'time=2025-01-08T11:29:03.590-06:00 level=INFO source=routes.go:1310 msg="Listening on'
+        ' 100.100.70.109:11434 (version 0.5.4)"',
+    )
+    assert d.outcome == "no-failure", d.verdict
+
+
+def test_a_failure_stated_after_the_server_served_is_not_ready(tmp_path: Path) -> None:
+    # The seventeenth set's mining: an ERROR line after the ready marker, followed by more
+    # lines (so not the paste's last line), is a failure no rule names, never `ready`.
+    served = "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
+    stated = "2025-05-13 08:41:45 acme.worker 4242 ERROR    The model worker went away."
+    after = 'INFO:     127.0.0.1:50512 - "GET /health HTTP/1.1" 200 OK'
+    assert diagnose_paste(tmp_path, served, after).category == "ready"
+    d = diagnose_paste(tmp_path, served, stated, after)
+    assert (d.category, d.outcome) == ("unknown", "failed-unknown"), d.verdict
+    # ... while the same line before the server came up does not take `ready` away
+    assert diagnose_paste(tmp_path, stated, served, after).category == "ready"
+
+
+def test_a_cuda_illegal_instruction_gives_way_to_a_named_cause(tmp_path: Path) -> None:
+    # error 715 is weak: an exception that names the GPU's missing kernel says more
+    d = diagnose_paste(
+        tmp_path,
+        by_id("cudnn-fp8-gemm-sm100-err-715").text,
+        "CUDA error: out of memory",
+    )
+    assert d.category == "out-of-memory", d.verdict
+
+
+def test_llama_servers_line_after_its_model_loaded_is_ready_its_early_one_is_not(
+    tmp_path: Path,
+) -> None:
+    # The eighteenth set: "server is listening on http://..." comes once the model is loaded;
+    # "HTTP server is listening, hostname: ..." comes before the load starts.
+    early = "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11"
+    loading = "main: loading model"
+    d = diagnose_paste(tmp_path, early, loading)
+    assert d.outcome == "no-failure", d.verdict
+    ready = by_id("llama-cpp-server-is-listening-starting-main-loop").text
+    assert diagnose_paste(tmp_path, early, loading, ready).category == "ready"
+
+
+_XID_45 = (
+    "[Sat Oct 12 18:35:32 2024] NVRM: Xid (PCI:0000:61:00): 45, pid=1496200, name=app, Ch 0000000a"
+)
+_HUNG = "[Sat Oct 12 18:38:44 2024] INFO: task cache_mgr_event:620917 blocked for more than 120 seconds."
+
+
+def test_a_task_hung_after_the_gpu_drivers_xid_is_the_gpu_not_the_disk(tmp_path: Path) -> None:
+    # The nineteenth set (leptonai/gpud#117): an Xid burst, then tasks in D state waiting on the
+    # driver. The hung task `follows` a GPU fault: the Xid decides, and the verdict says why.
+    d = diagnose_paste(tmp_path, _XID_45, _HUNG)
+    assert (d.category, d.decided_by) == ("gpu-fault", "sig:nvrm-xid-application"), d.verdict
+    assert d.root_cause is not None and "is its consequence" in d.root_cause.reason
+    assert d.root_cause.evidence[0].text == _XID_45
+    # ... alone, or before the Xid, it still points at the disk
+    assert diagnose_paste(tmp_path, _HUNG).category == "disk"
+    assert diagnose_paste(tmp_path, _HUNG, _XID_45).category == "disk"
+
+
+def test_a_failure_stated_after_serving_says_failed_in_words_too(tmp_path: Path) -> None:
+    # The nineteenth set (ml-explore/mlx-lm#854) before its wording was mined: an abort after a
+    # `200` line was `failed-unknown` in --json while the verdict said "No failure found".
+    served = '127.0.0.1 - - [07/Feb/2026 01:28:11] "POST /v1/chat/completions HTTP/1.1" 200 -'
+    stated = "libc++abi: terminating due to uncaught exception: widget execution failed: oops"
+    d = diagnose_paste(tmp_path, served, stated)
+    assert d.outcome == "failed-unknown", d.verdict
+    assert d.verdict.startswith("Failed, cause not named"), d.verdict
