@@ -65,6 +65,7 @@ MINED_SETS = (
     "sixteenth",
     "seventeenth",
     "eighteenth",
+    "nineteenth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -83,20 +83,31 @@ def candidates(
         oom = [h for h in own if h.via == "exit" and h.category == "out-of-memory"]
         if oom and r.exit is not None and r.exit.oom_killed:
             first = oom[0]
+        follower = first
+        first = brought_about_by(hits[r.rank], first, sigs) or first
         c = sigs.by_id[first.signature]
         confidence = "high" if first.via == "log" or (r.exit and r.exit.oom_killed) else "medium"
         engine = engine_of(r, hits[r.rank], sigs) or boot_engine
         cand = Candidate(
             rank=r.rank,
             strength=2 if c.sig.waits or c.sig.weak else 3,
-            ts=earliest(h.evidence.ts for h in (strong or own)),
+            ts=earliest(h.evidence.ts for h in (strong or own) + [first]),
             category=c.sig.engine_category.get(engine or "", c.sig.category),
             signature=c.id,
             title=c.sig.title,
             confidence=confidence,
-            reason=cause_reason(r, first, c),
-            evidence=[h.evidence for h in own if h.signature == first.signature][:3]
-            + [h.evidence for h in own if h.signature != first.signature][:2],
+            reason=cause_reason(r, first, c)
+            + (
+                ""
+                if follower is first
+                else f"; {sigs.by_id[follower.signature].sig.title} after it "
+                f"({follower.evidence.where}) is its consequence"
+            ),
+            evidence=[
+                first.evidence,
+                *[h.evidence for h in own if h.signature == first.signature and h is not first][:2],
+                *[h.evidence for h in own if h.signature != first.signature][:2],
+            ],
         )
         causes[r.rank] = cand
         out.append(cand)
@@ -329,6 +340,24 @@ def from_hang(ranks: Sequence[RankFacts]) -> Candidate | None:
         "never completed (a peer missing, or unreachable on the chosen interface)",
         evidence=[began] + ([r.last_line] if r.last_line else []),
         brief=True,
+    )
+
+
+def brought_about_by(own: Sequence[Hit], first: Hit, sigs: SignatureSet) -> Hit | None:
+    """The earlier line of a failure that `first`'s signature follows from (its `follows`), on
+    the same rank and in the same file: a task hung after the GPU driver's Xid is the GPU's."""
+    follows = sigs.by_id[first.signature].sig.follows
+    ev = first.evidence
+    return next(
+        (
+            h
+            for h in own
+            if h.category in follows
+            and h.role != "notice"
+            and h.evidence.file == ev.file
+            and h.evidence.line < ev.line
+        ),
+        None,
     )
 
 

@@ -339,7 +339,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     )
     words = (
         _stated_words(diagnosis, ranks)
-        if outcome == "failed-unknown" and not failed
+        if outcome == "failed-unknown"
+        and (not failed or root is None)
+        and any(r.stated for r in ranks)
         else _verdict(diagnosis, root, ranks, sigs, roles, refused_for)
     )
     return diagnosis.model_copy(update={"verdict": words})

@@ -213,6 +213,12 @@ class Signature(StrictModel):
         description="generic evidence (a bare `Killed`): the cause only when no other "
         "signature of the rank, or of an earlier rank, says more",
     )
+    follows: Annotated[tuple[Category, ...], BeforeValidator(_as_tuple)] = Field(
+        default=(),
+        description="failures that bring this one about on the same rank (a task hung in D "
+        "state after the GPU driver's Xid waits on the driver): an earlier line of one of "
+        "these categories decides instead",
+    )
     engine_category: dict[str, Category] = Field(
         default_factory=dict,
         description="the category when the rank runs this engine (SGLang's scheduler start "

@@ -352,7 +352,11 @@ def test_a_failure_stated_after_serving_says_failed_in_words_too(tmp_path: Path)
     # The nineteenth set (ml-explore/mlx-lm#854) before its wording was mined: an abort after a
     # `200` line was `failed-unknown` in --json while the verdict said "No failure found".
     served = '127.0.0.1 - - [07/Feb/2026 01:28:11] "POST /v1/chat/completions HTTP/1.1" 200 -'
-    stated = "libc++abi: terminating due to uncaught exception: widget execution failed: oops"
+    stated = (
+        "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL]"
+        " Command buffer execution failed: Invalid Resource"
+        " (00000009:kIOGPUCommandBufferCallbackErrorInvalidResource)"
+    )
     d = diagnose_paste(tmp_path, served, stated)
     assert d.outcome == "failed-unknown", d.verdict
     assert d.verdict.startswith("Failed, cause not named"), d.verdict
