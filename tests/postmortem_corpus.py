@@ -66,6 +66,7 @@ MINED_SETS = (
     "seventeenth",
     "eighteenth",
     "nineteenth",
+    "twentieth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

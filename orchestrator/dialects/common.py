@@ -58,6 +58,10 @@ MARKERS = (
     marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),
     # LM Studio's server (it loads a model when a request names one)
     marker(M.ready, None, "[LM STUDIO SERVER] Success! HTTP server listening on port"),
+    # llama.cpp's loader starts (the 2023 ggml loader's line, the GGUF loader's first): a web
+    # UI's own URL printed before it is not the model serving (the twentieth set, u-0013)
+    marker(M.load_begin, None, "llama.cpp: loading model from"),
+    marker(M.load_begin, None, "llama_model_loader: loaded meta data"),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(

@@ -1,5 +1,5 @@
-"""The rules mined from the thirteenth to nineteenth unseen sets
-(tests/fixtures/postmortem-thirteenth/ ... -nineteenth/, issue 29), each after its score was
+"""The rules mined from the thirteenth and later unseen sets
+(tests/fixtures/postmortem-thirteenth/ ... -twentieth/, issue 29), each after its score was
 frozen.
 
 Each rests on a program's own words (the engine-line corpus's lines, verbatim from the threads
@@ -10,7 +10,8 @@ after the server came up is a failure. The fifteenth set's `OOMKilled false` rea
 kill gave the precision tests after them; the sixteenth's ready marker that was tried and
 dropped (it made an earlier set's start-up `ready`) gave the one after them; the nineteenth's
 hung task read as the disk after an Xid burst, and its abort after a `200` line that was
-"failed" in `--json` but "No failure found" in words, the last two.
+"failed" in `--json` but "No failure found" in words, the two after; the twentieth's web UI
+URL printed before llama.cpp loaded its model, the last.
 """
 
 from __future__ import annotations
@@ -131,6 +132,22 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("blk-critical-medium-error", "disk"),
         # a wrapper's wait for the engine ran out
         ("lemonade-wrapped-server-failed-to-start-within-timeout", "watchdog-timeout"),
+        # -- the twentieth set
+        # TensorRT-LLM's world-size checks (the LLM API's, the C++ runtime's in Triton's table)
+        ("trtllm-only-gpus-available-but-required", "config-validator-refusal"),
+        ("trtllm-gpus-per-node-at-least-tp-times-pp", "config-validator-refusal"),
+        ("trtllm-assertion-mpisize-equals-tp-times-pp", "config-validator-refusal"),
+        # the hub's free-space check before a download
+        ("hf-hub-not-enough-free-disk-space-warning", "disk"),
+        # a KV cache counted in blocks that do not fit; the NPU runtime's allocation refused
+        ("vllm-rbln-not-enough-memory-for-kv-cache-blocks", "kv-cache-budget"),
+        ("ascend-error-failed-to-apply-for-memory", "out-of-memory"),
+        # SYCL's binary without this device's kernel; a ggml quantisation the loader predates
+        ("llama-cpp-sycl-no-kernel-named-was-found", "unsupported-arch-kernel"),
+        ("llama-cpp-error-loading-model-unrecognized-tensor-type", "weights-files"),
+        # ollama's runner wait; the AER driver giving the GPU up
+        ("ollama-timed-out-waiting-for-llama-runner-to-start", "watchdog-timeout"),
+        ("pcie-aer-device-recovery-failed", "gpu-fault"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -360,3 +377,14 @@ def test_a_failure_stated_after_serving_says_failed_in_words_too(tmp_path: Path)
     d = diagnose_paste(tmp_path, served, stated)
     assert d.outcome == "failed-unknown", d.verdict
     assert d.verdict.startswith("Failed, cause not named"), d.verdict
+
+
+def test_a_web_uis_url_before_llama_cpp_loads_its_model_is_not_ready(tmp_path: Path) -> None:
+    # The twentieth set (PromtEngineer/localGPT#394): Gradio's URL comes up, then llama.cpp's
+    # loader starts; the paste ends while it loads. After the load the same URL is ready.
+    url = "Running on local URL:  http://127.0.0.1:7860"
+    load = by_id("llama-cpp-ggml-loading-model-from").text
+    params = "llama_model_load_internal: n_layer    = 32"
+    d = diagnose_paste(tmp_path, url, load, params)
+    assert d.outcome == "no-failure", d.verdict
+    assert diagnose_paste(tmp_path, load, params, url).category == "ready"
