@@ -62,6 +62,15 @@ MARKERS = (
     # UI's own URL printed before it is not the model serving (the twentieth set, u-0013)
     marker(M.load_begin, None, "llama.cpp: loading model from"),
     marker(M.load_begin, None, "llama_model_loader: loaded meta data"),
+    # llama.cpp's server taking a request into a slot: printed only while it serves (its JSON
+    # log of 2024, as ollama's runner printed it; the plain log of 2025)
+    marker(M.traffic, None, '"msg":"slot is processing task"'),
+    marker(
+        M.traffic,
+        None,
+        "| processing task",
+        r"launch_slot_: id +\d+ \| task \d+ \| processing task",
+    ),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(

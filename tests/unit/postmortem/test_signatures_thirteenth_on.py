@@ -148,6 +148,16 @@ from tests.unit.postmortem.paste import diagnose_paste
         # ollama's runner wait; the AER driver giving the GPU up
         ("ollama-timed-out-waiting-for-llama-runner-to-start", "watchdog-timeout"),
         ("pcie-aer-device-recovery-failed", "gpu-fault"),
+        # -- the twenty-first set
+        # enroot (Slurm's pyxis): the image's squashfs did not fit; the image's program missing
+        ("pyxis-enroot-squashfs-write-failed-no-space", "image-unpack-race"),
+        ("pyxis-enroot-switchroot-failed-to-execute", "image-unpack-race"),
+        # rocBLAS without kernels for the card; ollama given a file that is not GGUF
+        ("rocblas-cannot-read-tensile-library-illegal-seek", "unsupported-arch-kernel"),
+        ("ollama-create-error-invalid-file-magic", "weights-files"),
+        # the NPU runtime's device wait; Ray asked for a node by an address it does not have
+        ("ascend-rtdevicesynchronize-task-timeout", "watchdog-timeout"),
+        ("ray-autoscaler-node-ip-resource-unfulfillable", "rendezvous-network"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -388,3 +398,26 @@ def test_a_web_uis_url_before_llama_cpp_loads_its_model_is_not_ready(tmp_path: P
     d = diagnose_paste(tmp_path, url, load, params)
     assert d.outcome == "no-failure", d.verdict
     assert diagnose_paste(tmp_path, load, params, url).category == "ready"
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    ["llama-cpp-json-slot-is-processing-task", "llama-server-launch-slot-processing-task"],
+)
+def test_a_request_taken_into_a_llama_cpp_slot_is_serving(tmp_path: Path, line_id: str) -> None:
+    # The twenty-first set (ollama/ollama#3796): llama.cpp's server logs a slot taking a task
+    # only while it serves; a paste of that and nothing failing is `ready`.
+    d = diagnose_paste(tmp_path, "llama_model_loader: loaded meta data", by_id(line_id).text)
+    assert d.category == "ready", d.verdict
+
+
+def test_a_full_disk_converting_an_image_is_the_image_not_the_disk(tmp_path: Path) -> None:
+    # The twenty-first set (NVIDIA/pyxis#53): mksquashfs's "No space left on device" while enroot
+    # converts the image is the image that never reached the node, as docker's full layer
+    # store is; the generic full-disk signature fires on the same line and must give way.
+    d = diagnose_paste(
+        tmp_path,
+        "slurmstepd: error: pyxis:     [INFO] Creating squashfs filesystem...",
+        by_id("pyxis-enroot-squashfs-write-failed-no-space").text,
+    )
+    assert d.category == "image-unpack-race", d.verdict
