@@ -158,6 +158,19 @@ from tests.unit.postmortem.paste import diagnose_paste
         # the NPU runtime's device wait; Ray asked for a node by an address it does not have
         ("ascend-rtdevicesynchronize-task-timeout", "watchdog-timeout"),
         ("ray-autoscaler-node-ip-resource-unfulfillable", "rendezvous-network"),
+        # -- the twenty-second set
+        # torch elastic's SIGKILL field; the kubelet's evictions for disk and for memory
+        ("torch-elastic-signal-9-sigkill-received-by-pid", "out-of-memory"),
+        ("kubelet-evicted-ephemeral-storage-events", "disk"),
+        ("kubelet-evicted-ephemeral-storage-status", "disk"),
+        ("kubelet-evicted-low-memory-message", "out-of-memory"),
+        # Singularity / Apptainer out of space unpacking the image: the image, not the disk
+        ("singularity-root-filesystem-extraction-no-space", "image-unpack-race"),
+        ("apptainer-error-unpacking-rootfs-no-space", "image-unpack-race"),
+        # HCCL's communicator and links; SYCL's program build for the device
+        ("hccl-comm-init-root-info-failed", "rendezvous-network"),
+        ("hccl-transport-init-error-createlink-para", "rendezvous-network"),
+        ("sycl-pi-error-build-program-failure", "unsupported-arch-kernel"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -421,3 +434,26 @@ def test_a_full_disk_converting_an_image_is_the_image_not_the_disk(tmp_path: Pat
         by_id("pyxis-enroot-squashfs-write-failed-no-space").text,
     )
     assert d.category == "image-unpack-race", d.verdict
+
+
+def test_a_general_protection_fault_is_a_crash_whose_cause_is_not_named(tmp_path: Path) -> None:
+    # The twenty-second set (gpustack/gpustack#4205): the kernel's `traps: ... general
+    # protection fault ... in LIB` is a process that crashed, like its `segfault at`: a failure
+    # (never "no failure found"), its cause the library it names.
+    d = diagnose_paste(tmp_path, by_id("kernel-traps-general-protection-fault").text)
+    assert (d.outcome, d.decided_by) == ("failed-unknown", "sig:process-segfault"), d.verdict
+
+
+def test_a_server_that_shut_down_after_serving_is_not_ready(tmp_path: Path) -> None:
+    # The twenty-second set (gpustack/gpustack#4300): vLLM served (`200 OK`), then shut down
+    # cleanly; nothing names why. Not `ready`: a failure whose cause the log does not show.
+    served = 'INFO:     192.168.1.201:50028 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    assert diagnose_paste(tmp_path, served).category == "ready"
+    d = diagnose_paste(
+        tmp_path,
+        served,
+        by_id("vllm-launcher-shutting-down-fastapi").text,
+        by_id("uvicorn-application-shutdown-complete").text,
+    )
+    assert d.outcome == "failed-unknown", d.verdict
+    assert "shut down" in d.verdict, d.verdict
