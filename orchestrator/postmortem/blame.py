@@ -345,17 +345,15 @@ def from_hang(ranks: Sequence[RankFacts]) -> Candidate | None:
 
 def brought_about_by(own: Sequence[Hit], first: Hit, sigs: SignatureSet) -> Hit | None:
     """The earlier line of a failure that `first`'s signature follows from (its `follows`), on
-    the same rank and in the same file: a task hung after the GPU driver's Xid is the GPU's."""
+    the same rank and in the same file: a task hung after the GPU driver's Xid is the GPU's.
+    `own` is the rank's hits as blame weighs them (notices already left out)."""
     follows = sigs.by_id[first.signature].sig.follows
     ev = first.evidence
     return next(
         (
             h
             for h in own
-            if h.category in follows
-            and h.role != "notice"
-            and h.evidence.file == ev.file
-            and h.evidence.line < ev.line
+            if h.category in follows and h.evidence.file == ev.file and h.evidence.line < ev.line
         ),
         None,
     )
