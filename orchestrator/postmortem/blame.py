@@ -580,9 +580,19 @@ def from_measured(
             return end.ts is None or end.ts <= ts
         return PHASES.index(r.phase) >= PHASES.index("loaded") and r.rank in fail_at
 
+    # Nobody failed, yet the supervisor ended the boot on its deadline: the ranks still loading
+    # then are judged at that moment. A late start says it first (it spent the others' time).
+    # (Seen on a busy CI host: a vLLM head reading at 2 MB/s ran out timeouts.ready before its
+    # peers' NCCL watchdogs fired, and the logs alone could only say "still loading".)
+    deadline = None if failed else _deadline(measured, verdict)
+    if deadline is not None and (spent := _late_without_failure(measured, ranks, failed, verdict)):
+        return spent
+
     behind: list[tuple[int, float, int, RankFacts, float, list[int]]] = []
     for r in ranks:
         who, began = others_failed(r.rank)
+        if began is None and deadline is not None:
+            began = deadline[0]
         if began is None or (r.rank in fail_at and (fail_at[r.rank] or began) < began):
             continue  # nobody else failed, or it failed before them (its own words say why)
         if loaded_by(r, began):
@@ -627,7 +637,12 @@ def from_measured(
     late = measured.late_start(k)
     warned = [w for w in (m.warnings if m else ()) if w.watcher in _LOAD_WATCHERS and w.ts <= began]
     evidence.extend(_mark(w, k) for w in warned[:1])
-    waited = f"when ranks {rank_list(who)} failed waiting, from {clock(began)}"
+    waited = (
+        f"when ranks {rank_list(who)} failed waiting, from {clock(began)}"
+        if who
+        else f"when the boot's deadline ran out ({deadline[1] if deadline else 'a deadline'}, "
+        f"{clock(began)}) with the others loaded"
+    )
     if late is not None and late >= LATE_START_S and m is not None and m.started is not None:
         evidence.insert(0, _mark(m.started, k))
         loading = any("load_begin" in x.markers for x in ranks if x.rank != k)
@@ -669,6 +684,7 @@ def from_measured(
 
 
 _NOT_A_DEADLINE = ("READY", "SMOKE_FAILED", "INTERRUPTED", "STOPPED")
+_DEADLINES = ("READY_TIMEOUT", "BARRIER_TIMEOUT", "RENDEZVOUS_STALLED", "STALLED")
 _SERVING = frozenset(m.value for m, phase in PHASE_OF.items() if phase is RankPhase.serving)
 
 
@@ -695,6 +711,17 @@ def served_after_the_end(
         f"{clock(ended)} ({measured.decided.file}:{measured.decided.line}): too late for the "
         "boot, which is not counted as ready"
     )
+
+
+def _deadline(measured: Measured, verdict: Mapping[str, object] | None) -> tuple[float, str] | None:
+    """When and with which outcome the supervisor ended the boot on a deadline (a ready or
+    rendezvous timeout), else None (no verdict, or one that is not a deadline)."""
+    outcome = str((verdict or {}).get("outcome") or "").upper()
+    if measured.decided is None or measured.decided.ts is None or not outcome:
+        return None
+    if outcome not in _DEADLINES:
+        return None
+    return measured.decided.ts, outcome
 
 
 def _late_without_failure(

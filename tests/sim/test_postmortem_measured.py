@@ -72,8 +72,15 @@ async def test_a_slow_reading_rank_is_named_with_its_cause_not_a_victims_watchdo
     assert d.root_cause is not None
     assert d.root_cause.category == "load-barrier-timeout", d.verdict
     assert d.root_cause.confidence == "high", d.root_cause.reason
-    assert "slow reads" in d.root_cause.title and "disk or page cache" in d.root_cause.title
-    assert sorted(d.cascade_ranks) == [k for k in range(8) if k != straggler]
+    title = d.root_cause.title
+    assert "slow reads" in title and "disk or page cache" in title, title
+    if "when the boot's deadline ran out (READY_TIMEOUT" in title:
+        # the supervisor's ready deadline ran out before the peers' NCCL watchdogs fired (their
+        # order on a busy host; seen in CI): nobody failed, the others loaded and waited
+        assert d.cascade_ranks == (), d.verdict
+    else:
+        assert "failed waiting" in title, title
+        assert sorted(d.cascade_ranks) == [k for k in range(8) if k != straggler]
     assert any(e.file == f"rank-{straggler}/samples.jsonl" for e in d.root_cause.evidence)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -354,6 +355,74 @@ def test_a_late_start_that_spent_the_ready_deadline_is_blamed_though_no_rank_fai
     assert "it started 20 s after the others" in d.root_cause.title
     assert "ranks 5-7 all started late" in d.root_cause.title
     assert d.root_cause.evidence[0].text.startswith("rank_started: rank 5")
+
+
+def ready_timeout_first(src: Path, dst: Path, decided: str) -> Path:
+    """A copy of run `src` as if the supervisor's ready deadline had run out at `decided`
+    (UTC, `YYYY-MM-DDTHH:MM:SS`), before any rank failed: every log line, sample and event after
+    it dropped, no rank exited, the verdict READY_TIMEOUT on rank 0."""
+    shutil.copytree(src, dst)
+    at = datetime.fromisoformat(decided).replace(tzinfo=UTC).timestamp()
+    for rank_dir in dst.glob("rank-*"):
+        (rank_dir / "exit.json").unlink(missing_ok=True)
+        for log in ("stdout.log", "stderr.log"):
+            lines = (rank_dir / log).read_text().splitlines(keepends=True)
+            (rank_dir / log).write_text("".join(x for x in lines if x[:19] <= decided))
+        rows = (rank_dir / "samples.jsonl").read_text().splitlines(keepends=True)
+        (rank_dir / "samples.jsonl").write_text(
+            "".join(x for x in rows if json.loads(x)["ts"] <= at)
+        )
+    events = [
+        x
+        for x in (dst / "events.jsonl").read_text().splitlines()
+        if json.loads(x).get("ts", 0) <= at and json.loads(x).get("kind") != "rank_exited"
+    ]
+    verdict = VerdictRecord(
+        ts=at + 1,
+        watcher="ready",
+        severity="verdict",
+        rank=0,
+        message="not ready after 22 s (timeouts.ready)",
+        outcome=Outcome.READY_TIMEOUT,
+        decided_at=at,
+    )
+    events.append(verdict.model_dump_json())
+    (dst / "events.jsonl").write_text("\n".join(events) + "\n")
+    doc = json.loads((dst / "verdict.json").read_text())
+    doc.update(outcome="READY_TIMEOUT", rank=0, summary=verdict.message)
+    (dst / "verdict.json").write_text(json.dumps(doc))
+    return dst
+
+
+def test_a_straggler_still_reading_when_the_ready_deadline_ran_out_is_blamed_with_its_reads(
+    tmp_path: Path,
+) -> None:
+    """The stored vLLM run whose head read at 2 MB/s, had the supervisor's ready deadline run out
+    before the peers' NCCL watchdogs fired (their order on a busy 2-core CI host: seen in CI,
+    where the logs alone then said only "rank 0 was still loading", low). No rank failed; the
+    measured reads still name the cause, and nobody is a cascade: the others loaded and waited."""
+    run = ready_timeout_first(
+        FIXTURES / "vllm-straggler-r0", tmp_path / "run", "2026-12-03T07:11:01"
+    )
+    d = diagnose_dir(run)
+    assert d.first_failing_rank == 0, d.verdict
+    assert d.root_cause is not None
+    assert (d.root_cause.category, d.root_cause.confidence) == ("load-barrier-timeout", "high")
+    title = d.root_cause.title
+    assert "when the boot's deadline ran out (READY_TIMEOUT, 07:11:01 UTC)" in title, title
+    assert "slow reads" in title and "disk or page cache" in title, title
+    assert d.cascade_ranks == ()
+    assert any(e.file == "rank-0/samples.jsonl" for e in d.root_cause.evidence)
+
+
+def test_a_deadline_with_no_rank_behind_blames_nobody_by_measurement(tmp_path: Path) -> None:
+    """The same deadline, cut before rank 0 fell behind (the others still loading too): no
+    measurement singles a rank out, so the measured blame stays silent."""
+    run = ready_timeout_first(
+        FIXTURES / "vllm-straggler-r0", tmp_path / "run", "2026-12-03T07:10:44"
+    )
+    d = diagnose_dir(run)
+    assert d.root_cause is None or "deadline ran out" not in d.root_cause.title, d.verdict
 
 
 def test_a_node_cut_mid_load_is_named_from_its_silence_on_the_testbed() -> None:
