@@ -67,6 +67,7 @@ MINED_SETS = (
     "eighteenth",
     "nineteenth",
     "twentieth",
+    "twentythird",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -125,7 +125,9 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     # raised is never `ready`.
     failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r) or r.exceptions}
     if run.kind == "logs":
-        failed |= {r.rank for r in ranks if _ends_failing_after_ready(r)}
+        failed |= {
+            r.rank for r in ranks if _ends_failing_after_ready(r) or _ends_on_a_failed_request(r)
+        }
 
     suspects = candidates(ranks, hits, sigs, failed)
     root = min(suspects, key=lambda c: c.key()) if suspects else None
@@ -378,6 +380,14 @@ def _ends_failing_after_ready(r: RankFacts) -> bool:
     if any(m.file == last.file and m.line == last.line for m in r.markers.values()):
         return False
     return bool(_FAILURE_WORDS.search(last.text) or _SERVER_ERROR.search(last.text))
+
+
+def _ends_on_a_failed_request(r: RankFacts) -> bool:
+    """A pasted log whose last line is a request the server answered 5xx (gin's `| 500 |`):
+    the server was up and the paste stops on what went wrong, ready marker or not (ollama's
+    gin prints no ready line of its own). A failure no rule names, never "no failure found";
+    a 500 followed by requests answered 200 is a server that recovered."""
+    return r.last_line is not None and bool(_SERVER_ERROR.search(r.last_line.text))
 
 
 def _engine_by_frames(root: Candidate, ranks: Sequence[RankFacts], sigs: SignatureSet) -> None:

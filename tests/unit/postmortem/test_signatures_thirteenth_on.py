@@ -171,6 +171,17 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("hccl-comm-init-root-info-failed", "rendezvous-network"),
         ("hccl-transport-init-error-createlink-para", "rendezvous-network"),
         ("sycl-pi-error-build-program-failure", "unsupported-arch-kernel"),
+        # -- the twenty-third set
+        # torch's CPU allocator on Windows; a ggml file of another revision; Windows' SIGILL
+        ("torch-default-cpu-allocator-not-enough-memory-windows", "out-of-memory"),
+        ("llama-cpp-ggml-unknown-magic-version-combination", "weights-files"),
+        ("windows-error-0xc000001d-illegal-instruction", "unsupported-arch-kernel"),
+        # Triton's compiler asserting on this GPU; torch.save's writer refused by the filesystem
+        ("triton-mlir-assertion-mma-layout-conversion", "unsupported-arch-kernel"),
+        ("torch-pytorchstreamwriter-file-write-failed", "disk"),
+        # the OFI plugin without a fabric provider; macOS's GPU timeout on a command buffer
+        ("aws-ofi-nccl-fi-getinfo-no-data-available", "rendezvous-network"),
+        ("mlx-metal-command-buffer-gpu-timeout-error", "watchdog-timeout"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -457,3 +468,23 @@ def test_a_server_that_shut_down_after_serving_is_not_ready(tmp_path: Path) -> N
     )
     assert d.outcome == "failed-unknown", d.verdict
     assert "shut down" in d.verdict, d.verdict
+
+
+def test_an_amdgpu_page_fault_is_a_failure_that_does_not_say_why(tmp_path: Path) -> None:
+    # The twenty-third set: an amdgpu VM page fault is AMD's Xid 31 (a kernel's, the runtime's
+    # or the driver's fault; the line does not say which). Before: "no failure found".
+    d = diagnose_paste(tmp_path, by_id("amdgpu-gfxhub-page-fault").text)
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_a_paste_that_ends_on_a_request_answered_500_is_a_failure_without_a_ready_line(
+    tmp_path: Path,
+) -> None:
+    # The twenty-third set (ollama/ollama#15379): one gin line, a chat request answered 500;
+    # ollama prints no ready line of its own. Before: "no failure found". A 500 followed by a
+    # request answered 200 is a server that recovered (test_signatures_later_sets.py).
+    failed = by_id("ollama-gin-500-chat-completions").text
+    d = diagnose_paste(tmp_path, failed)
+    assert d.outcome == "failed-unknown", d.verdict
+    answered = by_id("ollama-gin-post-api-chat-200").text
+    assert diagnose_paste(tmp_path, failed, answered).outcome != "failed-unknown"
