@@ -68,6 +68,7 @@ MINED_SETS = (
     "nineteenth",
     "twentieth",
     "twentythird",
+    "twentyfourth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

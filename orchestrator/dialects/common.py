@@ -41,10 +41,14 @@ MARKERS = (
     # of a model request answered 200 (not `HEAD /`, `/api/tags`: those need no model)
     marker(M.ready, None, "llama runner started in", r"llama runner started in [\d.]+ ?m?s"),
     # other servers' own ready lines, for pasted logs: Triton's endpoints, llama.cpp's server (its
-    # JSON log), ComfyUI. Not TGI's router "Connected": it is printed before the first request
-    # reaches the shards, and a third-set log failed right there (a-0079)
+    # JSON log), ComfyUI, MindIE. Not TGI's router "Connected": it is printed before the first
+    # request reaches the shards, and a third-set log failed right there (a-0079); a fifteenth-set
+    # log printed it after a tokenizer config the router could not parse (w-0016: every chat
+    # request then failed), and with that rule off (leave-one-source-out) it was called `ready`
     marker(M.ready, None, "Started HTTPService at", r"Started HTTPService at \S+:\d+"),
     marker(M.ready, None, "Started GRPCInferenceService at"),
+    # MindIE's server (Ascend): "[system] [server] [Start mindie server] [success]"
+    marker(M.ready, None, "[Start mindie server] [success]"),
     # Triton 20.x named its gRPC endpoint GRPCService (and only "Starting HTTPService")
     marker(M.ready, None, "Started GRPCService at", r"Started GRPCService at \S+:\d+"),
     # Not ollama's `Listening on HOST:PORT (version V)`: its server is up before any model is

@@ -360,8 +360,16 @@ def brought_about_by(own: Sequence[Hit], first: Hit, sigs: SignatureSet) -> Hit 
 
 
 def raised_before(r: RankFacts, ev: Evidence) -> bool:
-    """The rank printed an exception line (`Cls: message`) before `ev`, in the same file."""
-    return any(e.file == ev.file and e.line < ev.line for e in r.exceptions)
+    """The rank printed an exception line (`Cls: message`) before `ev`, in the same file. When
+    `ev` is itself the exception that ends a traceback ("OSError: [WinError -1073741795]
+    Windows Error 0xc000001d"), that traceback's own header is not an earlier exception."""
+    own = any(e.file == ev.file and e.line == ev.line for e in r.exceptions)
+    return any(
+        e.file == ev.file
+        and e.line < ev.line
+        and not (own and "Traceback (most recent call last)" in e.text)
+        for e in r.exceptions
+    )
 
 
 def from_laggard(run: RunFacts, ranks: Sequence[RankFacts]) -> Candidate | None:

@@ -182,6 +182,14 @@ from tests.unit.postmortem.paste import diagnose_paste
         # the OFI plugin without a fabric provider; macOS's GPU timeout on a command buffer
         ("aws-ofi-nccl-fi-getinfo-no-data-available", "rendezvous-network"),
         ("mlx-metal-command-buffer-gpu-timeout-error", "watchdog-timeout"),
+        # -- the twenty-fourth set
+        # a launcher's and SkyServe's start waits; Dynamo's served-name check; a TensorRT engine
+        # file this runtime cannot read; TGI's tokenizer config it cannot parse
+        ("launcher-vllm-not-ready-after-3-minutes", "watchdog-timeout"),
+        ("skyserve-initialization-of-service-timeout", "watchdog-timeout"),
+        ("dynamo-model-name-cannot-start-with-a-slash", "config-validator-refusal"),
+        ("trtllm-failed-to-deserialize-cuda-engine", "weights-files"),
+        ("tgi-router-unable-to-parse-tokenizer-config", "tokenizer-config"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -488,3 +496,42 @@ def test_a_paste_that_ends_on_a_request_answered_500_is_a_failure_without_a_read
     assert d.outcome == "failed-unknown", d.verdict
     answered = by_id("ollama-gin-post-api-chat-200").text
     assert diagnose_paste(tmp_path, failed, answered).outcome != "failed-unknown"
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    ["amdgpu-vm-l2-protection-fault-status-mi300", "srun-unrecognized-option-container-image"],
+)
+def test_a_fault_status_or_a_refused_option_is_a_failure_that_does_not_say_why(
+    tmp_path: Path, line_id: str
+) -> None:
+    # The twenty-fourth set: an amdgpu fault's status line without its header (MI300 under
+    # SGLang), and srun refusing --container-image (no pyxis). Before: "no failure found".
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_a_weak_cause_that_ends_its_own_traceback_is_the_cause(tmp_path: Path) -> None:
+    # The twenty-fourth set (koboldcpp, autotrain): the exception that ends a traceback names a
+    # weak cause (Windows' illegal instruction, a child killed by SIGKILL). The traceback's
+    # header before it is the same failure, not an earlier one that the weak cause would end.
+    frames = ["Traceback (most recent call last):", '  File "koboldcpp.py", line 81, in load_model']
+    illegal = by_id("windows-error-0xc000001d-illegal-instruction").text.split(" OSError: ")[-1]
+    d = diagnose_paste(tmp_path, *frames, f"OSError: {illegal}")
+    assert d.category == "unsupported-arch-kernel", d.verdict
+    killed = by_id("accelerate-called-process-died-with-sigkill").text
+    d = diagnose_paste(tmp_path, *frames, killed)
+    assert d.category == "out-of-memory", d.verdict
+    # an exception raised before the traceback that ends on the kill is still read instead
+    d = diagnose_paste(tmp_path, "ValueError: bad shard index", *frames, killed)
+    assert d.category != "out-of-memory", d.verdict
+
+
+def test_tgis_router_connected_is_not_a_ready_line(tmp_path: Path) -> None:
+    # TGI's router "Connected" (twenty-fourth set l-0013) is printed before the first request
+    # reaches the shards: a third-set log failed right after it (a-0079), a fifteenth-set one
+    # printed it after a tokenizer config it could not parse (w-0016). Not `ready` on its own.
+    up = by_id("tgi-router-connected").text
+    assert diagnose_paste(tmp_path, up).category != "ready"
+    unparsed = by_id("tgi-router-unable-to-parse-tokenizer-config").text
+    assert diagnose_paste(tmp_path, unparsed, up).category == "tokenizer-config"
