@@ -191,7 +191,12 @@ def test_a_slow_reading_rank_is_blamed_with_its_cause_not_a_victims_watchdog(
     # The cause category of the straggler: its reads, measured (not the victims' watchdog).
     assert "slow reads" in root["title"] and "disk or page cache" in root["title"], root
     assert root["confidence"] == "high", root["reason"]
-    assert sorted(doc["cascade_ranks"]) == [k for k in range(RANKS) if k != straggler], doc
+    if "when the boot's deadline ran out (" in root["title"]:
+        # the supervisor's deadline ran out before the peers' watchdogs fired (their order on a
+        # busy host; seen in CI on the built-in cluster): nobody failed, the others waited
+        assert doc["cascade_ranks"] == [], doc
+    else:
+        assert sorted(doc["cascade_ranks"]) == [k for k in range(RANKS) if k != straggler], doc
     assert any(e["file"] == f"rank-{straggler}/samples.jsonl" for e in root["evidence"]), root
     # The operator's first screen says the same.
     said = headline(text)
