@@ -47,10 +47,10 @@ MARKERS = (
     # request then failed), and with that rule off (leave-one-source-out) it was called `ready`
     marker(M.ready, None, "Started HTTPService at", r"Started HTTPService at \S+:\d+"),
     marker(M.ready, None, "Started GRPCInferenceService at"),
-    # MindIE's server (Ascend): "[system] [server] [Start mindie server] [success]"
-    marker(M.ready, None, "[Start mindie server] [success]"),
     # Triton 20.x named its gRPC endpoint GRPCService (and only "Starting HTTPService")
     marker(M.ready, None, "Started GRPCService at", r"Started GRPCService at \S+:\d+"),
+    # MindIE's server (Ascend): "[system] [server] [Start mindie server] [success]"
+    marker(M.ready, None, "[Start mindie server] [success]"),
     # Not ollama's `Listening on HOST:PORT (version V)`: its server is up before any model is
     # loaded, and the sets label such a start-up `no-failure` as often as `ready` (r-0040, k-0010)
     marker(M.ready, None, '"msg":"HTTP server listening"'),

@@ -725,9 +725,7 @@ def _deadline(measured: Measured, verdict: Mapping[str, object] | None) -> tuple
     """When and with which outcome the supervisor ended the boot on a deadline (a ready or
     rendezvous timeout), else None (no verdict, or one that is not a deadline)."""
     outcome = str((verdict or {}).get("outcome") or "").upper()
-    if measured.decided is None or measured.decided.ts is None or not outcome:
-        return None
-    if outcome not in _DEADLINES:
+    if measured.decided is None or measured.decided.ts is None or outcome not in _DEADLINES:
         return None
     return measured.decided.ts, outcome
 
