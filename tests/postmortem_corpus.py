@@ -69,6 +69,7 @@ MINED_SETS = (
     "twentieth",
     "twentythird",
     "twentyfourth",
+    "twentyfifth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

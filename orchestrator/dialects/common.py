@@ -51,6 +51,9 @@ MARKERS = (
     marker(M.ready, None, "Started GRPCService at", r"Started GRPCService at \S+:\d+"),
     # MindIE's server (Ascend): "[system] [server] [Start mindie server] [success]"
     marker(M.ready, None, "[Start mindie server] [success]"),
+    # Ray Serve's CLI once the application's replicas are up ("SUCC scripts.py:550 -- Deployed
+    # Serve app successfully."; the twenty-fifth set, n-0004)
+    marker(M.ready, None, "Deployed Serve app successfully"),
     # Not ollama's `Listening on HOST:PORT (version V)`: its server is up before any model is
     # loaded, and the sets label such a start-up `no-failure` as often as `ready` (r-0040, k-0010)
     marker(M.ready, None, '"msg":"HTTP server listening"'),
@@ -60,8 +63,9 @@ MARKERS = (
     # the older llama.cpp server's JSON log once its model is loaded (it serves next)
     marker(M.ready, None, '"message":"model loaded"'),
     marker(M.ready, None, "To see the GUI go to:", r"To see the GUI go to: https?://"),
-    # LM Studio's server (it loads a model when a request names one)
-    marker(M.ready, None, "[LM STUDIO SERVER] Success! HTTP server listening on port"),
+    # Not LM Studio's `[LM STUDIO SERVER] Success! HTTP server listening on port N`: as ollama's
+    # `Listening on`, it is printed before any model is loaded (a request names one), and the
+    # sets label it `ready` (fourteenth v-0021) and `no-failure` (twenty-fifth p-0012)
     # llama.cpp's loader starts (the 2023 ggml loader's line, the GGUF loader's first): a web
     # UI's own URL printed before it is not the model serving (the twentieth set, u-0013)
     marker(M.load_begin, None, "llama.cpp: loading model from"),

@@ -351,6 +351,9 @@ FAMILIES: tuple[Family, ...] = (
         r"invalid|requires|not compatible|incompatible|does not yet support|not yet supported|"
         r"mutually exclusive|cannot be combined",
         "the engine refusing the flags or backend for this model",
+        # a device runtime's error code is not the engine refusing a flag ("level_zero backend
+        # failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)": the twenty-fifth set)
+        unless=r"backend failed with error|_RESULT_ERROR_|CUDA error|HIP error",
     ),
     # a ValueError in the engine's argument/config checks says what a value must be (vLLM
     # config/*.py, arg_utils: "must be greater than", "can only be set with", "Cannot set both")

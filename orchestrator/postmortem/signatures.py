@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -263,16 +263,27 @@ class Signature(StrictModel):
 
 @dataclass(frozen=True)
 class Compiled:
-    """A signature with its regexes compiled (index `i` in `regexes` is `patterns[i]`)."""
+    """A signature with its regexes compiled (index `i` in `regexes` is `patterns[i]`).
+
+    Compiled on first use: the scan reaches a signature's regexes only when one of its keywords
+    is on a line, so most of the 300-odd signatures are never compiled for a given log (their
+    compiling was a quarter of `cluster postmortem`'s start-up). The model validated each
+    pattern when the file was read (`Signature`), so a bad one never gets this far."""
 
     sig: Signature
-    regexes: tuple[re.Pattern[str], ...]
-    unless: tuple[re.Pattern[str], ...]
     file: str
 
     @property
     def id(self) -> str:
         return self.sig.id
+
+    @cached_property
+    def regexes(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p.regex) for p in self.sig.patterns)
+
+    @cached_property
+    def unless(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(u) for u in self.sig.unless)
 
     def vetoed(self, text: str) -> bool:
         return any(u.search(text) for u in self.unless)
@@ -344,12 +355,7 @@ class SignatureSet:
 
 
 def _compile(sig: Signature, file: str) -> Compiled:
-    return Compiled(
-        sig=sig,
-        regexes=tuple(re.compile(p.regex) for p in sig.patterns),
-        unless=tuple(re.compile(u) for u in sig.unless),
-        file=file,
-    )
+    return Compiled(sig=sig, file=file)
 
 
 def _problems(exc: ValidationError, where: str) -> list[str]:

@@ -190,6 +190,20 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("dynamo-model-name-cannot-start-with-a-slash", "config-validator-refusal"),
         ("trtllm-failed-to-deserialize-cuda-engine", "weights-files"),
         ("tgi-router-unable-to-parse-tokenizer-config", "tokenizer-config"),
+        # -- the twenty-fifth set
+        # enroot extracting the image into a full path (the image); ollama's model blob (disk)
+        ("enroot-import-extracting-image-tar-no-space", "image-unpack-race"),
+        ("ollama-pull-model-blob-partial-no-space", "disk"),
+        # Level Zero's result codes: the device lost, its resources refused
+        ("level-zero-ur-result-error-device-lost", "gpu-fault"),
+        ("level-zero-ur-result-error-out-of-resources", "out-of-memory"),
+        # Ray's GcsClient over gRPC; oneCCL's handle exchange between workers
+        ("ray-gcs-client-rpc-failed-to-connect-to-all-addresses", "rendezvous-network"),
+        ("oneccl-exchange-utils-sendmsg-fd-failed", "rendezvous-network"),
+        # llamafile's CPU feature check; Modal's start wait; Slurm's time limit
+        ("llamafile-cpu-feature-required-at-build-time", "unsupported-arch-kernel"),
+        ("modal-runner-initializing-for-too-long", "watchdog-timeout"),
+        ("slurm-job-cancelled-due-to-time-limit", "watchdog-timeout"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -248,11 +262,6 @@ def test_a_cuda_error_that_names_its_cause_keeps_its_category(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("before", "line_id"),
     [
-        # LM Studio's server (the thirteenth set)
-        (
-            "[LM STUDIO SERVER] Verbose server logs are DISABLED",
-            "lmstudio-server-success-http-listening",
-        ),
         # Triton 20.x's gRPC endpoint (the sixteenth set)
         (
             "I1204 08:17:44.990000 1 server.cc:118] Initializing Triton Inference Server",
@@ -535,3 +544,35 @@ def test_tgis_router_connected_is_not_a_ready_line(tmp_path: Path) -> None:
     assert diagnose_paste(tmp_path, up).category != "ready"
     unparsed = by_id("tgi-router-unable-to-parse-tokenizer-config").text
     assert diagnose_paste(tmp_path, unparsed, up).category == "tokenizer-config"
+
+
+def test_a_device_runtimes_error_code_is_not_the_engine_refusing_a_flag(tmp_path: Path) -> None:
+    # The twenty-fifth set (intel/llm-scaler): "RuntimeError: level_zero backend failed with
+    # error: N (UR_RESULT_ERROR_...)" carries the word "backend", which the exception family of
+    # an engine refusing a backend read as config-validator-refusal (two wrong answers). A code
+    # no signature knows is a failure whose cause is not named, never that refusal.
+    other = (
+        "(EngineCore_DP0 pid=528) ERROR 06-05 03:00:47 [core.py:936] RuntimeError: level_zero "
+        "backend failed with error: 78 (UR_RESULT_ERROR_UNKNOWN)"
+    )
+    assert diagnose_paste(tmp_path, other).category != "config-validator-refusal"
+
+
+def test_lm_studios_listening_line_is_not_ready_and_its_stop_is_a_failure(tmp_path: Path) -> None:
+    # LM Studio's server listens before any model is loaded (the twenty-fifth set's p-0012 is
+    # labelled no failure, the fourteenth's v-0021 ready): not a ready line, as ollama's
+    # `Listening on`. Its "Server stopped" is a server that shut down (p-0013).
+    # (one set to one, as ollama's was; a `ready` on a log where no model is loaded is the
+    # answer never to give)
+    listening = by_id("lmstudio-server-success-http-listening").text
+    assert diagnose_paste(tmp_path, listening).category != "ready"
+    d = diagnose_paste(tmp_path, listening, by_id("lmstudio-server-stopped").text)
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_ray_serves_deployed_app_is_serving(tmp_path: Path) -> None:
+    # Ray Serve's CLI once the app's replicas are up (the twenty-fifth set, SkyServe n-0004).
+    assert (
+        diagnose_paste(tmp_path, by_id("ray-serve-deployed-app-successfully").text).category
+        == "ready"
+    )
