@@ -70,6 +70,7 @@ MINED_SETS = (
     "twentythird",
     "twentyfourth",
     "twentyfifth",
+    "twentysixth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

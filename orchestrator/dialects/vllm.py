@@ -41,4 +41,13 @@ MARKERS = (
     marker(M.ready, ENGINE, "Route: /", r"\[launcher\.py:\d+\] Route: /\S*, Methods:"),
     # serving: the periodic stats line of a live engine (metrics loggers)
     marker(M.traffic, ENGINE, "Avg prompt throughput", r"Avg prompt throughput: [\d.]+ tokens/s"),
+    # a disaggregated decode node's KV connector once transfers ran: printed only while it serves
+    # ("KV Transfer metrics: Num successful transfers=2, Avg xfer time (ms)=63.33"; the
+    # twenty-sixth set, r-0004)
+    marker(
+        M.traffic,
+        ENGINE,
+        "KV Transfer metrics: Num successful transfers=",
+        r"KV Transfer metrics: Num successful transfers=[1-9]",
+    ),
 )

@@ -204,6 +204,20 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("llamafile-cpu-feature-required-at-build-time", "unsupported-arch-kernel"),
         ("modal-runner-initializing-for-too-long", "watchdog-timeout"),
         ("slurm-job-cancelled-due-to-time-limit", "watchdog-timeout"),
+        # -- the twenty-sixth set
+        # SGLang's decode ranks reaching for the prefill bootstrap; Mooncake's RDMA handshake
+        ("sglang-pd-error-fetching-prefill-parallel-info", "rendezvous-network"),
+        ("mooncake-rdma-handshake-failed-to-modify-qp-to-rtr", "rendezvous-network"),
+        # vLLM's LoRA: an adapter's rank over the engine's limit, its files not where it looked
+        ("vllm-lora-rank-greater-than-max-lora-rank", "config-validator-refusal"),
+        ("vllm-lora-adapter-config-json-not-found", "weights-files"),
+        # amdgpu's scheduler hang and the device lost from the bus; a stale network file
+        ("amdgpu-mes-failed-to-respond-remove-queue", "gpu-fault"),
+        ("amdgpu-device-lost-from-bus", "gpu-fault"),
+        ("tt-metal-build-stale-file-handle", "disk"),
+        # wrappers' start waits in other words
+        ("mlx-openai-server-handler-did-not-become-ready", "watchdog-timeout"),
+        ("ramalama-llama-server-did-not-become-ready", "watchdog-timeout"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -576,3 +590,17 @@ def test_ray_serves_deployed_app_is_serving(tmp_path: Path) -> None:
         diagnose_paste(tmp_path, by_id("ray-serve-deployed-app-successfully").text).category
         == "ready"
     )
+
+
+def test_ucxs_out_of_memory_status_is_not_memory_running_out(tmp_path: Path) -> None:
+    # The twenty-sixth set (sglang#27894): UCX maps a NIC queue it could not create ("Remote
+    # I/O error") to its "Out of memory" status; that line was read as a GPU allocation failure.
+    d = diagnose_paste(tmp_path, by_id("ucx-unexpected-error-out-of-memory-nixl").text)
+    assert d.category != "out-of-memory", d.verdict
+
+
+def test_a_decode_nodes_kv_transfers_are_serving(tmp_path: Path) -> None:
+    # vLLM's NixlConnector prints its transfer metrics only once requests moved KV (r-0004).
+    line = by_id("vllm-kv-transfer-metrics-successful-transfers").text
+    assert diagnose_paste(tmp_path, line).category == "ready"
+    assert diagnose_paste(tmp_path, line.replace("transfers=2", "transfers=0")).category != "ready"
