@@ -71,6 +71,7 @@ MINED_SETS = (
     "twentyfourth",
     "twentyfifth",
     "twentysixth",
+    "twentyseventh",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

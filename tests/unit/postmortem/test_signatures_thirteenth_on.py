@@ -218,6 +218,22 @@ from tests.unit.postmortem.paste import diagnose_paste
         # wrappers' start waits in other words
         ("mlx-openai-server-handler-did-not-become-ready", "watchdog-timeout"),
         ("ramalama-llama-server-did-not-become-ready", "watchdog-timeout"),
+        # -- the twenty-seventh set
+        # mlx_lm's model registry; HCCL's communicator from the root's info (torch_npu's call)
+        ("mlx-lm-model-type-not-supported", "config-validator-refusal"),
+        ("torch-npu-hccl-function-error-comm-init-root-info-config", "rendezvous-network"),
+        # the NPU's own timers; libmlx5's completion with an error status
+        ("ascend-event-wait-timeout-during-task-execution", "watchdog-timeout"),
+        ("ascend-vector-core-execution-timed-out", "watchdog-timeout"),
+        ("mlx5-got-completion-with-error-openrlhf", "rendezvous-network"),
+        # a pod's emptyDir over its limit; memory the NPU, Metal or Ray's task ran out of
+        ("kubelet-evicted-emptydir-exceeds-limit", "disk"),
+        ("mindspore-alloc-more-than-total-mem-size", "out-of-memory"),
+        ("ggml-metal-get-buffer-nil", "out-of-memory"),
+        ("ray-task-error-out-of-memory-error", "out-of-memory"),
+        # kernels the build or the compiler has not for this GPU
+        ("hip-no-compatible-code-objects-gfx1152", "unsupported-arch-kernel"),
+        ("triton-llvm-unsupported-rounding-mode-for-conversion", "unsupported-arch-kernel"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -604,3 +620,10 @@ def test_a_decode_nodes_kv_transfers_are_serving(tmp_path: Path) -> None:
     line = by_id("vllm-kv-transfer-metrics-successful-transfers").text
     assert diagnose_paste(tmp_path, line).category == "ready"
     assert diagnose_paste(tmp_path, line.replace("transfers=2", "transfers=0")).category != "ready"
+
+
+def test_a_model_triton_could_not_load_is_a_failure(tmp_path: Path) -> None:
+    # The twenty-seventh set (TensorRT-LLM#2079): Triton's model table and `failed to load
+    # 'vllm_model'` with no reason on the line. Before: "no failure found".
+    d = diagnose_paste(tmp_path, by_id("tritonserver-failed-to-load-vllm-model").text)
+    assert d.outcome == "failed-unknown", d.verdict
