@@ -365,7 +365,7 @@ _SERVER_ERROR = re.compile(r'\| 5\d\d \||" 5\d\d(?: |$)')
 
 def _ends_failing_after_ready(r: RankFacts) -> bool:
     """A pasted log that ends, after the engine said it serves, on a line saying something
-    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)", a request answered 500), or
+    failed ("[TP3] Watchdog timeout (self.watchdog_timeout=300)"), or
     that states a failure anywhere after that (an ERROR line, `panic:`): the paste goes on
     past the start-up because that is what went wrong. A failure no rule names, never
     `ready`."""
@@ -379,7 +379,7 @@ def _ends_failing_after_ready(r: RankFacts) -> bool:
         return False
     if any(m.file == last.file and m.line == last.line for m in r.markers.values()):
         return False
-    return bool(_FAILURE_WORDS.search(last.text) or _SERVER_ERROR.search(last.text))
+    return bool(_FAILURE_WORDS.search(last.text))  # a 5xx last line: _ends_on_a_failed_request
 
 
 def _ends_on_a_failed_request(r: RankFacts) -> bool:

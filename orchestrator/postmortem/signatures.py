@@ -354,10 +354,6 @@ class SignatureSet:
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _compile(sig: Signature, file: str) -> Compiled:
-    return Compiled(sig=sig, file=file)
-
-
 def _problems(exc: ValidationError, where: str) -> list[str]:
     lines = []
     for err in exc.errors():
@@ -406,7 +402,7 @@ def load_signature_files(paths: Iterable[Path], *, fast: bool = False) -> Signat
                 problems.append(f"{where}: duplicate id (first in {seen[sig.id]})")
                 continue
             seen[sig.id] = path.name
-            compiled.append(_compile(sig, path.name))
+            compiled.append(Compiled(sig=sig, file=path.name))
     if problems:
         raise ConfigError(
             problems[0],
@@ -459,7 +455,7 @@ def _shipped(paths: Sequence[Path]) -> SignatureSet:
         try:
             with cache_file.open("rb") as fh:
                 pairs = pickle.load(fh)  # noqa: S301 (our own file, named by its inputs)
-            return SignatureSet([_compile(sig, file) for sig, file in pairs])
+            return SignatureSet([Compiled(sig=sig, file=file) for sig, file in pairs])
         except Exception:  # unreadable or another format: read the files and write it anew
             with contextlib.suppress(OSError):
                 cache_file.unlink(missing_ok=True)
