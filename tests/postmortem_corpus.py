@@ -72,6 +72,7 @@ MINED_SETS = (
     "twentyfifth",
     "twentysixth",
     "twentyseventh",
+    "twentyeighth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

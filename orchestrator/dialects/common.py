@@ -79,6 +79,10 @@ MARKERS = (
         "| processing task",
         r"launch_slot_: id +\d+ \| task \d+ \| processing task",
     ),
+    # llama.cpp's server access log (log_server_request, 2024-2025): "request: POST
+    # /completion 127.0.0.1 200" (a 503 is its answer while still loading; the twenty-eighth
+    # set, y-0014)
+    marker(M.traffic, None, "request: ", r"request: (?:GET|POST) /\S+ \S+ 200\b"),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(

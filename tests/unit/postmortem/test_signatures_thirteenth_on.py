@@ -234,6 +234,15 @@ from tests.unit.postmortem.paste import diagnose_paste
         # kernels the build or the compiler has not for this GPU
         ("hip-no-compatible-code-objects-gfx1152", "unsupported-arch-kernel"),
         ("triton-llvm-unsupported-rounding-mode-for-conversion", "unsupported-arch-kernel"),
+        # -- the twenty-eighth set
+        # llama.cpp's RPC client; its own and llama-box's argument parsers; vLLM's Ray check
+        ("llama-cpp-rpc-failed-to-connect", "rendezvous-network"),
+        ("llama-server-error-invalid-argument-flag", "config-validator-refusal"),
+        ("llama-box-rpc-server-unknown-argument", "config-validator-refusal"),
+        ("vllm-ray-current-node-has-no-gpu-available", "config-validator-refusal"),
+        # an NPU core without the kernel's instruction; BentoML's wait for its runner
+        ("ascend-aivec-error-illegal-instruction-310p", "unsupported-arch-kernel"),
+        ("bentoml-timed-out-waiting-for-runner", "watchdog-timeout"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -627,3 +636,19 @@ def test_a_model_triton_could_not_load_is_a_failure(tmp_path: Path) -> None:
     # 'vllm_model'` with no reason on the line. Before: "no failure found".
     d = diagnose_paste(tmp_path, by_id("tritonserver-failed-to-load-vllm-model").text)
     assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_llama_servers_answered_request_is_serving_and_its_503_is_not(tmp_path: Path) -> None:
+    # The twenty-eighth set (llama.cpp#9505): the server's access log of completions answered
+    # 200 is serving; while the model loads it answers 503, which is not.
+    line = by_id("llama-server-request-post-completion-200").text
+    assert diagnose_paste(tmp_path, line).category == "ready"
+    assert diagnose_paste(tmp_path, line.replace(" 200", " 503")).category != "ready"
+
+
+def test_a_wrappers_guess_at_memory_is_not_memory_running_out(tmp_path: Path) -> None:
+    # The twenty-eighth set (cog#1717): "It might have run out of memory? (exitcode -11)" is a
+    # worker that died of SIGSEGV and a guess; it was called out-of-memory.
+    d = diagnose_paste(tmp_path, by_id("cog-fatal-worker-might-have-run-out-of-memory").text)
+    assert d.category != "out-of-memory", d.verdict
+    assert d.outcome != "no-failure", d.verdict
