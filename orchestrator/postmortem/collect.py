@@ -291,10 +291,13 @@ def _text_hits(text: str, sigs: SignatureSet, evidence: Evidence) -> list[Hit]:
 
 
 def _event_text(ev: Record) -> str:
-    """The words of a record worth matching (not a rank's `last_lines`: those repeat the logs)."""
+    """The words of a record worth matching: what the nodes and tools said (a lost node's
+    reason, a step's detail) and the watchers' warnings. Not a rank's `last_lines` (they repeat
+    the logs), and not the verdict: it is the supervisor's own conclusion ("not ready after
+    24 s"), and read as evidence it would name a cause from the answer it is to explain."""
     if isinstance(ev, NodeLost | FollowInterrupted):
         return ev.reason
-    if isinstance(ev, WatcherWarning | VerdictRecord):
+    if isinstance(ev, WatcherWarning):
         return ev.message
     if isinstance(ev, Step):
         return ev.detail

@@ -59,3 +59,31 @@ def test_collect_reads_typed_records_past_a_newer_kind_and_a_torn_last_line(tmp_
     assert got.run.supervisor_verdict is not None
     assert got.run.supervisor_verdict["outcome"] == Outcome.RANK_EXITED.value
     assert got.run.supervisor_verdict["decided_at"] == t0 + 9
+
+
+def test_the_verdicts_own_words_are_not_evidence_but_a_lost_nodes_reason_is(tmp_path):
+    # The supervisor's verdict is the answer the postmortem explains: read as a rank's line, a
+    # READY_TIMEOUT worded like a launcher's wait ("not ready after 3 minutes") named a cause
+    # from itself (noticed while mining the twenty-fourth set). What the nodes said (a lost
+    # node's reason) is still evidence.
+    run = RunStore(tmp_path).create()
+    t0 = 1_800_000_000.0
+    run.append_event(RankStarted(ts=t0, rank=0, container="c0"))
+    run.append_event(NodeLost(ts=t0 + 1, rank=1, reason="Failed to connect to 198.18.0.2:50052"))
+    run.append_event(
+        VerdictRecord(
+            ts=t0 + 2,
+            watcher="ready",
+            severity="verdict",
+            rank=0,
+            outcome=Outcome.READY_TIMEOUT,
+            message="rank 0: vLLM not ready after 3 minutes (timeouts.ready)",
+            decided_at=t0 + 2,
+        )
+    )
+    for k in (0, 1):
+        run.rank_dir(k)
+    r0, r1 = collect_run(run, load_signatures(), workers=1).ranks
+    assert [h.signature for h in r0.hits] == []
+    assert [h.signature for h in r1.hits] == ["llama-cpp-rpc-server-unreachable"]
+    assert r1.hits[0].evidence.file == "events.jsonl"
