@@ -73,6 +73,7 @@ MINED_SETS = (
     "twentysixth",
     "twentyseventh",
     "twentyeighth",
+    "twentyninth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -83,6 +83,11 @@ MARKERS = (
     # /completion 127.0.0.1 200" (a 503 is its answer while still loading; the twenty-eighth
     # set, y-0014)
     marker(M.traffic, None, "request: ", r"request: (?:GET|POST) /\S+ \S+ 200\b"),
+    # Triton's verbose log of an inference request it took ("infer_request.cc:893] [request
+    # id: <id>] prepared:"; the twenty-ninth set): printed only while it serves
+    marker(
+        M.traffic, None, "] prepared:", r"infer_request\.cc:\d+\] \[request id: [^\]]*\] prepared:"
+    ),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(

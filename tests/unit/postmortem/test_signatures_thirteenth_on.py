@@ -220,7 +220,8 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("ramalama-llama-server-did-not-become-ready", "watchdog-timeout"),
         # -- the twenty-seventh set
         # mlx_lm's model registry; HCCL's communicator from the root's info (torch_npu's call)
-        ("mlx-lm-model-type-not-supported", "config-validator-refusal"),
+        # (a model type mlx_lm has no code for: the config's, since the twenty-ninth set)
+        ("mlx-lm-model-type-not-supported", "tokenizer-config"),
         ("torch-npu-hccl-function-error-comm-init-root-info-config", "rendezvous-network"),
         # the NPU's own timers; libmlx5's completion with an error status
         ("ascend-event-wait-timeout-during-task-execution", "watchdog-timeout"),
@@ -243,6 +244,19 @@ from tests.unit.postmortem.paste import diagnose_paste
         # an NPU core without the kernel's instruction; BentoML's wait for its runner
         ("ascend-aivec-error-illegal-instruction-310p", "unsupported-arch-kernel"),
         ("bentoml-timed-out-waiting-for-runner", "watchdog-timeout"),
+        # -- the twenty-ninth set
+        # a GPU nvidia-smi cannot open; a PTX the driver could not JIT; ROCm's per-arch libraries
+        ("nvidia-smi-device-handle-gpu-index-and-address", "gpu-fault"),
+        ("candle-driver-error-cuda-error-invalid-ptx", "unsupported-arch-kernel"),
+        ("rocblas-could-not-load-lazy-library-gfx1103-windows", "unsupported-arch-kernel"),
+        ("hipblaslt-cannot-read-lazy-library-gfx1201", "unsupported-arch-kernel"),
+        # HCCL's socket timeout by its name; a model type the runner's loader has no code for
+        ("hccl-get-socket-timeout-ei0006-named", "rendezvous-network"),
+        ("mlx-vlm-model-type-qwen3-vl-moe-not-supported", "tokenizer-config"),
+        ("mindie-unsupported-model-type-qwen3-vl-moe", "tokenizer-config"),
+        # kvcached's KV blocks short of the batch; Mooncake's transfer timer
+        ("kvcached-available-size-less-than-need-size", "kv-cache-budget"),
+        ("mooncake-sync-batch-data-transfer-timeout", "watchdog-timeout"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -652,3 +666,25 @@ def test_a_wrappers_guess_at_memory_is_not_memory_running_out(tmp_path: Path) ->
     d = diagnose_paste(tmp_path, by_id("cog-fatal-worker-might-have-run-out-of-memory").text)
     assert d.category != "out-of-memory", d.verdict
     assert d.outcome != "no-failure", d.verdict
+
+
+def test_tritons_prepared_request_is_serving(tmp_path: Path) -> None:
+    # The twenty-ninth set (triton-inference-server/server#6843): the verbose log of a request
+    # Triton took is printed only while it serves. Before: "no failure found".
+    d = diagnose_paste(tmp_path, by_id("triton-infer-request-prepared").text)
+    assert d.category == "ready", d.verdict
+
+
+def test_a_launchers_engine_that_exited_before_ready_is_a_failure(tmp_path: Path) -> None:
+    # The twenty-ninth set (jjang-ai/mlxstudio#94): "Process exited before becoming ready: ...
+    # No module named vmlx_engine.cli" is a failure whose cause no category holds. Before: "no
+    # failure found", which tells a script that nothing failed.
+    d = diagnose_paste(tmp_path, by_id("vmlx-process-exited-before-becoming-ready").text)
+    assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
+
+
+def test_a_model_type_named_moe_is_not_the_moe_runner(tmp_path: Path) -> None:
+    # The twenty-ninth set (gpustack#5317): "unsupported model type: qwen3_vl_moe" was read as
+    # the MoE runner from the model type's name.
+    d = diagnose_paste(tmp_path, by_id("mindie-unsupported-model-type-qwen3-vl-moe").text)
+    assert d.category == "tokenizer-config", d.verdict
