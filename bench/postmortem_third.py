@@ -3,7 +3,7 @@
     PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--set NAME] [--cases-dir DIR]
 
 Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default,
-`fourth` ... `twentyninth`; the folder's README says what they are and how they were labelled; `bench/
+`fourth` ... `thirtieth`; the folder's README says what they are and how they were labelled; `bench/
 postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
 (`postmortem_logs` on the excerpt written to a file) and prints: total, correct, wrong, unknown,
 the same per tracker family and per label, and every wrong case (file name, label, answer).
@@ -73,6 +73,7 @@ SETS = (
     "twentyseventh",
     "twentyeighth",
     "twentyninth",
+    "thirtieth",
 )
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
@@ -110,7 +111,7 @@ class ThirdCase(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="the file's name (not a key of the file)")
-    source: str = Field(pattern=r"^https://")
+    source: str = Field(pattern=r"^https?://")  # a mirror may serve http only (30th, h-0002)
     date: date
     # issue-number: neither the post's date nor a log stamp was shown; the date of the thread's
     # neighbours by number (fourth set)

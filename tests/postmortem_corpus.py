@@ -110,7 +110,7 @@ class Case(BaseModel):
     origin: str = Field(
         default="corpus", description="`corpus`, or the mined set the case came from"
     )
-    source: str = Field(pattern=r"^https://")
+    source: str = Field(pattern=r"^https?://")  # a mirror may serve http only (30th, h-0002)
     date: date
     date_basis: Literal["post", "log-stamp", "issue-number"] = "post"
     project: str
