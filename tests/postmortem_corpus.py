@@ -74,6 +74,7 @@ MINED_SETS = (
     "twentyseventh",
     "twentyeighth",
     "twentyninth",
+    "thirtieth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -88,6 +88,25 @@ MARKERS = (
     marker(
         M.traffic, None, "] prepared:", r"infer_request\.cc:\d+\] \[request id: [^\]]*\] prepared:"
     ),
+    # vLLM's P/D router relaying a request its prefill (or decode) engine answered ("Prefill
+    # response status: 200 OK", vllm-project/router; the thirtieth set)
+    marker(M.traffic, None, "response status: 200", r"(?:Prefill|Decode) response status: 200 OK"),
+    # LMCache storing a request's KV chunks in the engine (printed only while it serves one;
+    # the thirtieth set)
+    marker(
+        M.traffic,
+        None,
+        "Storing KV cache for",
+        r"Storing KV cache for \d+ out of \d+ tokens .*for request ",
+    ),
+    # text-embeddings-inference's router once its backend is up ("router/src/http/server.rs:
+    # 1556: Ready"; the thirtieth set)
+    marker(
+        M.ready,
+        None,
+        "text_embeddings_router::",
+        r"text_embeddings_router::(?:http|grpc)::server: \S+:\d+: Ready\s*$",
+    ),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(

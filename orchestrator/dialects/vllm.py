@@ -14,6 +14,14 @@ READY = "Application startup complete."  # uvicorn, after the API server's route
 
 MARKERS = (
     marker(M.server_args, ENGINE, "non-default args", r"non-default args:"),
+    # the first line any vLLM process prints (on import): an engine starting; a proxy's uvicorn
+    # ready before it is not this engine serving (the thirtieth set, f-0008)
+    marker(
+        M.server_args,
+        ENGINE,
+        "Automatically detected platform",
+        r"Automatically detected platform \w+",
+    ),
     marker(M.server_args, ENGINE, "Initializing an LLM engine", r"Initializing an LLM engine"),
     marker(M.server_args, ENGINE, "Initializing a V1 LLM engine"),
     marker(M.dist_begin, ENGINE, "vLLM is using nccl==", r"vLLM is using nccl==\d"),

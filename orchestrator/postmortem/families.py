@@ -364,7 +364,9 @@ FAMILIES: tuple[Family, ...] = (
         r"\bmust (?:be|not|have|match|contain|declare)\b|\bcan only be (?:set|used)\b|"
         r"[Cc]annot (?:set|use|specify|combine|enable)\b|should only be set|exceeds the maximum|"
         r"is only (?:applicable|allowed|valid)|\bmust divide\b|is required when|"
-        r"should be (?:in range|a|an|one of)\b|has no effect without|\bneeds --",
+        r"should be (?:in range|a|an|one of)\b|has no effect without|\bneeds --|"
+        # "Tensor parallel size (16) cannot be larger than the number of available GPUs (8)"
+        r"cannot be (?:larger|greater|bigger|smaller|less|more) than",
         "the engine's argument checks refusing a value",
     ),
     _f(

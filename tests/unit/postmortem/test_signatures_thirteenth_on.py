@@ -257,6 +257,16 @@ from tests.unit.postmortem.paste import diagnose_paste
         # kvcached's KV blocks short of the batch; Mooncake's transfer timer
         ("kvcached-available-size-less-than-need-size", "kv-cache-budget"),
         ("mooncake-sync-batch-data-transfer-timeout", "watchdog-timeout"),
+        # -- the thirtieth set
+        # DeepEP's own timer (not the MoE runner, though DeepEP is MoE code); NVSHMEM's RDMA
+        ("deepep-error-timeout-dispatch-cpu", "watchdog-timeout"),
+        ("nvshmem-ibrc-ibv-modify-qp-failed-status-110", "rendezvous-network"),
+        # a quantization scheme vLLM has no kernel for; candle's loader missing a tensor
+        ("vllm-no-compressed-tensors-compatible-scheme", "config-validator-refusal"),
+        ("tei-candle-cannot-find-tensor-q-lin", "weights-files"),
+        ("tei-json-cannot-find-tensor-word-embeddings", "weights-files"),
+        # a model class neither vLLM nor transformers has
+        ("vllm-not-a-registered-model-in-transformers", "tokenizer-config"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -688,3 +698,36 @@ def test_a_model_type_named_moe_is_not_the_moe_runner(tmp_path: Path) -> None:
     # the MoE runner from the model type's name.
     d = diagnose_paste(tmp_path, by_id("mindie-unsupported-model-type-qwen3-vl-moe").text)
     assert d.category == "tokenizer-config", d.verdict
+
+
+@pytest.mark.parametrize(
+    "line_id",
+    [
+        # the thirtieth set: a P/D router's relayed request, LMCache storing a request's KV,
+        # text-embeddings-inference's ready line
+        "vllm-router-prefill-response-status-200",
+        "lmcache-storing-kv-cache-for-request",
+        "tei-router-http-server-ready",
+    ],
+)
+def test_the_thirtieth_sets_serving_lines_are_ready(tmp_path: Path, line_id: str) -> None:
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
+    assert d.category == "ready", d.verdict
+
+
+def test_a_proxys_uvicorn_before_vllm_starts_is_not_vllm_serving(tmp_path: Path) -> None:
+    # The thirtieth set (LMCache#1343): a disaggregated-serving proxy's uvicorn came up, then
+    # the vLLM engines behind it printed their first line; it was called `ready`.
+    block = by_id("lmcache-disagg-proxy-uvicorn-up-before-vllm-starts").text
+    assert diagnose_paste(tmp_path, block).category != "ready"
+    # the same uvicorn lines without the engine starting after them are still a server up
+    up = "\n".join(block.splitlines()[:2])
+    assert diagnose_paste(tmp_path, up).category == "ready"
+
+
+def test_a_value_that_cannot_be_larger_than_a_limit_is_the_engines_check(tmp_path: Path) -> None:
+    # The thirtieth set (NeMo-Skills#1059): vLLM's config refusing TP 16 on 8 GPUs in
+    # pydantic's words, with no `[type=value_error` suffix in the paste. Before: unknown.
+    line = "Value error, Tensor parallel size (16) cannot be larger than the number of available GPUs (8)"
+    d = diagnose_paste(tmp_path, line)
+    assert d.category == "config-validator-refusal", d.verdict
