@@ -75,6 +75,7 @@ MINED_SETS = (
     "twentyeighth",
     "twentyninth",
     "thirtieth",
+    "thirtyfirst",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -107,6 +107,14 @@ MARKERS = (
         "text_embeddings_router::",
         r"text_embeddings_router::(?:http|grpc)::server: \S+:\d+: Ready\s*$",
     ),
+    # infinity_emb's batch handler once its model is warmed up ("ready to batch requests.";
+    # rich wraps it after "ready" in a narrow terminal; the thirty-first set)
+    marker(
+        M.ready,
+        None,
+        "infinity_emb INFO: ready",
+        r"infinity_emb INFO: ready(?: to batch requests\.|\s+batch_handler\.py)",
+    ),
     # gradio, as text-generation-webui launches it after the model loaded
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(

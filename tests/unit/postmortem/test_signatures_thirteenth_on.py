@@ -267,6 +267,15 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("tei-json-cannot-find-tensor-word-embeddings", "weights-files"),
         # a model class neither vLLM nor transformers has
         ("vllm-not-a-registered-model-in-transformers", "tokenizer-config"),
+        # -- the thirty-first set
+        # the NVSwitch fabric refusing NVLS multicast; the NPU runtime's own allocation report
+        ("nccl-nvls-multicast-bind-cuda-error-401-fabric-manager", "gpu-fault"),
+        ("ascend-alloc-device-memory-failed-207001", "out-of-memory"),
+        # FlashInfer without this GPU's JIT sources; an older kernel's memory cgroup OOM line
+        ("flashinfer-jit-source-dir-missing-120-mxfp4", "unsupported-arch-kernel"),
+        ("kernel-memcg-task-killed-as-a-result-of-limit-of-host", "out-of-memory"),
+        # a chat template LM Studio could not render
+        ("lmstudio-error-rendering-prompt-with-jinja-template", "tokenizer-config"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -708,9 +717,11 @@ def test_a_model_type_named_moe_is_not_the_moe_runner(tmp_path: Path) -> None:
         "vllm-router-prefill-response-status-200",
         "lmcache-storing-kv-cache-for-request",
         "tei-router-http-server-ready",
+        # the thirty-first set: Infinity's batch handler, as rich wraps it
+        "infinity-emb-ready-to-batch-requests-wrapped",
     ],
 )
-def test_the_thirtieth_sets_serving_lines_are_ready(tmp_path: Path, line_id: str) -> None:
+def test_the_thirtieth_on_serving_lines_are_ready(tmp_path: Path, line_id: str) -> None:
     d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert d.category == "ready", d.verdict
 
