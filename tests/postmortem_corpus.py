@@ -76,6 +76,7 @@ MINED_SETS = (
     "twentyninth",
     "thirtieth",
     "thirtyfirst",
+    "thirtysecond",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 
@@ -486,7 +487,7 @@ def choose_model(
     chosen = 1.1
     # from 0.5 up: the answer must be likelier than all the others together (the train split
     # gives the model few cases to err on, so its threshold alone would be thinly supported)
-    for t in [x / 100 for x in range(50, 100, 5)]:
+    for t in [x / 100 for x in range(50, 100)]:
         judged = [
             o.under(per[fam], replace(fold_models[fam], threshold=t))
             for fam, os in train.items()

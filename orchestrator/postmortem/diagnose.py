@@ -121,6 +121,10 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     # What the blame weighs: everything but the notices, which the report still lists.
     shown = hits
     hits = {k: [h for h in v if h.role != "notice"] for k, v in shown.items()}
+    if run.kind == "logs":
+        for r in ranks:
+            if _survived_before_serving(r, hits[r.rank]):
+                hits[r.rank] = []
     # An exception line is failure evidence too, even when no signature names it: a boot that
     # raised is never `ready`.
     failed = {r.rank for r in ranks if hits[r.rank] or failed_exit(r) or r.exceptions}
@@ -380,6 +384,25 @@ def _ends_failing_after_ready(r: RankFacts) -> bool:
     if any(m.file == last.file and m.line == last.line for m in r.markers.values()):
         return False
     return bool(_FAILURE_WORDS.search(last.text))  # a 5xx last line: _ends_on_a_failed_request
+
+
+def _survived_before_serving(r: RankFacts, hits: Sequence[Hit]) -> bool:
+    """A pasted log whose only failure lines are symptoms (something ended badly, no cause
+    named) printed before the engine said it serves, with nothing raised and nothing failing
+    after: the server came up past them, so they were not its failure (InvokeAI's optional
+    `make` that "returned non-zero exit status 1", then `Patchmatch not loaded (nonfatal)` and
+    uvicorn's startup: the thirty-second set). A named cause still counts wherever it is."""
+    serving = [r.markers[m] for m in ("ready", "traffic") if m in r.markers]
+    if not hits or not serving or r.exceptions or failed_exit(r):
+        return False
+    first = min(serving, key=lambda e: e.line)
+    return all(
+        h.role == "symptom"
+        and h.via == "log"
+        and h.evidence.file == first.file
+        and h.evidence.line < first.line
+        for h in hits
+    )
 
 
 def _ends_on_a_failed_request(r: RankFacts) -> bool:

@@ -276,6 +276,16 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("kernel-memcg-task-killed-as-a-result-of-limit-of-host", "out-of-memory"),
         # a chat template LM Studio could not render
         ("lmstudio-error-rendering-prompt-with-jinja-template", "tokenizer-config"),
+        # -- the thirty-second set
+        # a pod's SIGKILL in its status; Metal's largest buffer; llama-server's full KV cache
+        ("kserve-last-failure-info-exitcode-137", "out-of-memory"),
+        ("mlx-metal-malloc-greater-than-maximum-buffer-size", "out-of-memory"),
+        ("llama-server-decode-no-free-space-in-kv-cache", "kv-cache-budget"),
+        # llama.cpp refusing a flag's value; ollama's GPU discovery timer; exo's peers
+        ("llama-server-error-while-handling-argument-fa", "config-validator-refusal"),
+        ("ollama-gpu-discovery-failed-to-finish-before-timeout", "watchdog-timeout"),
+        ("exo-failed-to-connect-peers", "rendezvous-network"),
+        ("grpc-failed-to-connect-to-all-addresses-refused", "rendezvous-network"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -742,3 +752,29 @@ def test_a_value_that_cannot_be_larger_than_a_limit_is_the_engines_check(tmp_pat
     line = "Value error, Tensor parallel size (16) cannot be larger than the number of available GPUs (8)"
     d = diagnose_paste(tmp_path, line)
     assert d.category == "config-validator-refusal", d.verdict
+
+
+def test_a_windows_launchers_pause_mid_load_is_a_failure(tmp_path: Path) -> None:
+    # The thirty-second set (FramePack#343): the batch file's `pause` glued to a shard bar at
+    # 67 %: the program died while loading. Before: "no failure found".
+    d = diagnose_paste(tmp_path, by_id("framepack-shards-67-percent-press-any-key").text)
+    assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
+
+
+def test_a_symptom_the_server_came_up_past_is_not_its_failure(tmp_path: Path) -> None:
+    # The thirty-second set (InvokeAI#6277): an optional `make` that "returned non-zero exit
+    # status 1" (a symptom), `Patchmatch not loaded (nonfatal)`, then uvicorn's startup: ready.
+    failed = by_id("invokeai-patchmatch-make-returned-non-zero").text
+    up = by_id("invokeai-nonfatal-then-uvicorn-startup-complete").text
+    assert diagnose_paste(tmp_path, failed).category != "ready"
+    block = f"{failed}\n{up}"
+    assert diagnose_paste(tmp_path, block).category == "ready"
+    # the same symptom after the server came up is still a failure
+    lines = block.splitlines()
+    after = "\n".join([*lines[2:], lines[0]])
+    assert diagnose_paste(tmp_path, after).category != "ready"
+    # and a named cause before the start-up still counts (a failure is never `ready`)
+    named = "\n".join(
+        ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", *lines]
+    )
+    assert diagnose_paste(tmp_path, named).category == "out-of-memory"
