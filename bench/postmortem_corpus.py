@@ -21,8 +21,9 @@ path calls, and prints, in one run:
 regenerates the data the answers rest on from the train cases (the corpus's train split and the
 mined sets): each signature's `provenance` (written into signatures/*.yaml), the exception
 families' provenance, the per-path precision and threshold (calibration.json) and the model
-(learned.json); each threshold is the lowest that keeps the wrong answers of the train cases'
-leave-one-source-out at or under WRONG_TARGET.
+(learned.json). The calibration's threshold is the one whose train answers (leave-one-source-
+out) are worth most when a wrong answer costs WRONG_COST right ones, never over WRONG_CAP wrong;
+the model's is the lowest that keeps them at or under WRONG_TARGET.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def main() -> int:
         write_provenance(prov)
         load_signatures.cache_clear()
         folds = loso(prov, every_case())
-        shipped, per = calibrate(folds, prov, wrong_target=WRONG_TARGET)
+        shipped, per = calibrate(folds, prov)
         CALIBRATION_FILE.write_text(json.dumps(shipped.as_json(), indent=1) + "\n")
         load_calibration.cache_clear()
         print(f"wrote {CALIBRATION_FILE.relative_to(REPO)} (threshold {shipped.threshold})")
@@ -115,7 +116,7 @@ def main() -> int:
         print(f"  {took / max(s.total, 1) * 1000:.1f} ms per case ({s.total} cases)")
     prov = shipped_provenance()
     folds = loso(prov, every_case())
-    _, per = calibrate(folds, prov, wrong_target=WRONG_TARGET)
+    _, per = calibrate(folds, prov)
     rows = score(training_cases(), model=LinearModel()).outcomes
     _, models = choose_model(folds, per, rows, wrong_target=WRONG_TARGET)
     print_loso(prov, folds, per, models)

@@ -77,6 +77,7 @@ MINED_SETS = (
     "thirtieth",
     "thirtyfirst",
     "thirtysecond",
+    "thirtythird",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 
@@ -100,8 +101,16 @@ PROVENANCE_FILES = (
 )
 
 WRONG_TARGET = 0.01
-"""The wrong answers the threshold allows on the train split's leave-one-source-out (the
-issue's bar is 3% on held-out data: the margin is for logs unlike the corpus)."""
+"""The wrong answers the learned model's threshold allows on the train split's
+leave-one-source-out (the issue's bar is 3% on held-out data: the margin is for logs unlike the
+corpus)."""
+
+WRONG_COST = 5
+"""What a wrong category costs against an `unknown`, for the calibration's threshold: it
+sends the engineer to the wrong node (the README's "a wrong answer costs more than unknown")."""
+WRONG_CAP = 0.03
+"""The calibration's threshold never allows more wrong answers than this on the train split's
+leave-one-source-out (the issue's bar on held-out data)."""
 
 
 class Case(BaseModel):
@@ -484,18 +493,27 @@ def choose_model(
     fold_models = {
         fam: train_model([o for o in train_rows if family_of(o.case) != fam], 1.1) for fam in train
     }
-    chosen = 1.1
+
     # from 0.5 up: the answer must be likelier than all the others together (the train split
-    # gives the model few cases to err on, so its threshold alone would be thinly supported)
-    for t in [x / 100 for x in range(50, 100)]:
+    # gives the model few cases to err on, so its threshold alone would be thinly supported).
+    # Worth as the calibration's (WRONG_COST, WRONG_CAP), measured against the model off (1.1):
+    # it speaks only where its answers gain more than they cost; the highest among equals.
+    def worth(t: float) -> tuple[float, int, int]:
         judged = [
             o.under(per[fam], replace(fold_models[fam], threshold=t))
             for fam, os in train.items()
             for o in os
         ]
-        if sum(o.wrong for o in judged) <= wrong_target * len(judged):
-            chosen = t
-            break
+        wrong = sum(o.wrong for o in judged)
+        return sum(o.right for o in judged) - WRONG_COST * wrong, wrong, len(judged)
+
+    off, off_wrong, _ = worth(1.1)
+    chosen, best = 1.1, off
+    for t in [x / 100 for x in range(99, 49, -1)]:
+        value, wrong, n = worth(t)
+        within = wrong <= max(off_wrong, wrong_target * n)  # never more wrong than the cap
+        if within and value > best:
+            chosen, best = t, value
     basis = (
         f"trained on the {len(train_rows)} train cases (the corpus's train split and the "
         f"mined sets: {', '.join(MINED_SETS)}); threshold from their leave-one-source-out"
@@ -505,12 +523,22 @@ def choose_model(
 
 
 def calibrate(
-    loso_scores: dict[str, Score], provenance: Provenance, *, wrong_target: float
+    loso_scores: dict[str, Score],
+    provenance: Provenance,
+    *,
+    wrong_cost: float = WRONG_COST,
+    wrong_cap: float = WRONG_CAP,
 ) -> tuple[Calibration, dict[str, Calibration]]:
     """The shipped calibration (from the train cases' leave-one-source-out answers) and, per
     family, the one made without that family's cases (to score its fold honestly). The
-    threshold is the lowest that keeps the wrong answers of the train cases, each scored with
-    its own fold's calibration, at or under `wrong_target`."""
+    threshold is the one whose answers on the train cases, each scored with its own fold's
+    calibration, are worth most when a wrong answer costs `wrong_cost` right ones (the lowest
+    among equals), with wrong answers never over `wrong_cap`.
+
+    Not "the lowest that keeps wrong answers under 1 %" (the rule until the thirty-third set):
+    a few cases moved it across a cliff; with that set in, 24 wrong against a limit of 22.9
+    lifted it from 0.65 to 0.86, withholding about a hundred right answers (the held-out
+    split fell from 92.5 % to 85.8 %) to save three wrong ones."""
     split_date = cutoff()
     train = {
         fam: [o for o in raw(s).outcomes if split_of(o.case, split_date) == "train"]
@@ -541,13 +569,14 @@ def calibrate(
         }
 
     every = [o for os in train.values() for o in os]
-    chosen = 1.0
+    chosen, best = 1.0, float("-inf")
     for t in [x / 100 for x in range(0, 101)]:
         per = folds(t)
         judged = [o.under(per[fam]) for fam, os in train.items() for o in os]
-        if sum(o.wrong for o in judged) <= wrong_target * len(judged):
-            chosen = t
-            break
+        wrong = sum(o.wrong for o in judged)
+        worth = sum(o.right for o in judged) - wrong_cost * wrong
+        if wrong <= wrong_cap * len(judged) and worth > best:
+            chosen, best = t, worth
     return table(every, chosen), folds(chosen)
 
 

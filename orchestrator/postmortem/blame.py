@@ -366,10 +366,19 @@ def raised_before(r: RankFacts, ev: Evidence) -> bool:
     own = any(e.file == ev.file and e.line == ev.line for e in r.exceptions)
     return any(
         e.file == ev.file
-        and e.line < ev.line
+        and _earlier(e, ev)
         and not (own and "Traceback (most recent call last)" in e.text)
         for e in r.exceptions
     )
+
+
+def _earlier(a: Evidence, b: Evidence) -> bool:
+    """`a` was printed before `b` in their file: by their stamps where both carry different
+    ones (a cloud logger's export lists the newest line first: the thirty-third set's
+    `Killed` above the KeyError it followed), else by their place in the file."""
+    if a.ts is not None and b.ts is not None and a.ts != b.ts:
+        return a.ts < b.ts
+    return a.line < b.line
 
 
 def from_laggard(run: RunFacts, ranks: Sequence[RankFacts]) -> Candidate | None:

@@ -286,6 +286,16 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("ollama-gpu-discovery-failed-to-finish-before-timeout", "watchdog-timeout"),
         ("exo-failed-to-connect-peers", "rendezvous-network"),
         ("grpc-failed-to-connect-to-all-addresses-refused", "rendezvous-network"),
+        # -- the thirty-third set
+        # the hub itself unreachable (not a peer); state_dict keys pasted alone
+        ("vllm-hub-https-connection-pool-name-resolution", "tokenizer-config"),
+        ("megatron-unexpected-keys-in-state-dict", "weights-files"),
+        # Singularity storing an OCI image's layers; aws-ofi-nccl without a fabric provider
+        ("singularity-oci-sif-from-layers-no-space", "image-unpack-race"),
+        ("aws-ofi-nccl-no-optimal-provider", "rendezvous-network"),
+        # Flyte's pod SIGKILLed; the driver not answering the container toolkit
+        ("flyte-terminated-with-exit-code-137", "out-of-memory"),
+        ("nvidia-container-cli-detection-driver-error-timed-out", "gpu-fault"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -778,3 +788,24 @@ def test_a_symptom_the_server_came_up_past_is_not_its_failure(tmp_path: Path) ->
         ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", *lines]
     )
     assert diagnose_paste(tmp_path, named).category == "out-of-memory"
+
+
+def test_a_user_namespace_limit_is_not_a_full_disk(tmp_path: Path) -> None:
+    # The thirty-third set (pyxis#93): clone() answers ENOSPC at max_user_namespaces; it was
+    # read as the disk. A failure whose cause no category holds.
+    d = diagnose_paste(tmp_path, by_id("enroot-nsenter-user-namespace-no-space").text)
+    assert d.category != "disk", d.verdict
+
+
+def test_a_launchers_exit_code_is_a_failure(tmp_path: Path) -> None:
+    # The thirty-third set (PaddleNLP#6131): "LAUNCH INFO ... Exit code -15". Before: no failure.
+    d = diagnose_paste(tmp_path, by_id("paddle-launch-exit-code-minus-15").text)
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_a_log_listed_newest_first_is_read_by_its_stamps(tmp_path: Path) -> None:
+    # The thirty-third set (sglang#5095): a cloud logger's export lists the launcher's `Killed`
+    # above the KeyError that came before it; by place in the file the KeyError came after,
+    # and the kill was read as an OOM. By the stamps it is the loader's missing tensor.
+    d = diagnose_paste(tmp_path, by_id("sglang-newest-first-killed-above-keyerror").text)
+    assert d.category == "weights-files", d.verdict
