@@ -3,7 +3,7 @@
     PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--set NAME] [--cases-dir DIR]
 
 Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default,
-`fourth` ... `thirtythird`; the folder's README says what they are and how they were labelled; `bench/
+`fourth` ... `thirtyfourth`; the folder's README says what they are and how they were labelled; `bench/
 postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
 (`postmortem_logs` on the excerpt written to a file) and prints: total, correct, wrong, unknown,
 the same per tracker family and per label, and every wrong case (file name, label, answer).
@@ -77,6 +77,7 @@ SETS = (
     "thirtyfirst",
     "thirtysecond",
     "thirtythird",
+    "thirtyfourth",
 )
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
