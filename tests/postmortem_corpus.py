@@ -78,6 +78,7 @@ MINED_SETS = (
     "thirtyfirst",
     "thirtysecond",
     "thirtythird",
+    "thirtyfourth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

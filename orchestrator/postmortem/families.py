@@ -161,6 +161,16 @@ FAMILIES: tuple[Family, ...] = (
         "a model type the installed transformers does not know",
         frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
+    # a library the tokenizer's code imports is missing, raised inside the tokenizer's load
+    # (tiktoken's `import blobfile` for Kimi-K2; the thirty-fourth set)
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"^(?:ModuleNotFoundError|ImportError)$",
+        None,
+        "a library the tokenizer needs is missing",
+        frames=r"tiktoken/|/tokenization_[A-Za-z0-9_]+\.py|sentencepiece",
+    ),
     # a KeyError whose message is a per-layer parameter path ('model.layers.3.mlp.experts.
     # w2_weight_scale', 'layers.35.mlp.gate.g_idx'): the loader looked a checkpoint tensor up in
     # the model's parameters and it is not there (a quantized checkpoint the model class does

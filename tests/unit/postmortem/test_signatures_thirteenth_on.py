@@ -296,6 +296,14 @@ from tests.unit.postmortem.paste import diagnose_paste
         # Flyte's pod SIGKILLed; the driver not answering the container toolkit
         ("flyte-terminated-with-exit-code-137", "out-of-memory"),
         ("nvidia-container-cli-detection-driver-error-timed-out", "gpu-fault"),
+        # -- the thirty-fourth set
+        # a model's remote tokenizer code without its class; tiktoken without blobfile
+        ("transformers-dynamic-module-no-chatglm-tokenizer", "tokenizer-config"),
+        ("tiktoken-import-blobfile-module-not-found", "tokenizer-config"),
+        # vLLM 0.2's KV cache wording; a model class's TP assert; candle's compute cap
+        ("vllm-max-seq-len-larger-than-kv-cache-maxinum", "kv-cache-budget"),
+        ("vllm-chatglm-assert-kv-heads-divisible-by-tp", "config-validator-refusal"),
+        ("tei-runtime-compute-cap-120-not-compatible-80", "unsupported-arch-kernel"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
