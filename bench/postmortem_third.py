@@ -3,7 +3,7 @@
     PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--set NAME] [--cases-dir DIR]
 
 Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default,
-`fourth` ... `thirtyfourth`; the folder's README says what they are and how they were labelled; `bench/
+`fourth` ... `thirtyfifth`; the folder's README says what they are and how they were labelled; `bench/
 postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
 (`postmortem_logs` on the excerpt written to a file) and prints: total, correct, wrong, unknown,
 the same per tracker family and per label, and every wrong case (file name, label, answer).
@@ -78,6 +78,7 @@ SETS = (
     "thirtysecond",
     "thirtythird",
     "thirtyfourth",
+    "thirtyfifth",
 )
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 
