@@ -33,27 +33,15 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import get_args
+
+from orchestrator.postmortem.signatures import Category
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 FROZEN_COMMIT = re.compile(r"code of commit \*\*([0-9a-f]{7,40})\*\*")
-CATEGORIES = frozenset(
-    {
-        "image-unpack-race",
-        "load-barrier-timeout",
-        "rendezvous-network",
-        "kv-cache-budget",
-        "unsupported-arch-kernel",
-        "config-validator-refusal",
-        "moe-runner",
-        "out-of-memory",
-        "watchdog-timeout",
-        "tokenizer-config",
-        "weights-files",
-        "gpu-fault",
-        "disk",
-    }
-)
+# the failure categories (a fallback names one of these; never `ready` or `unknown`)
+CATEGORIES = frozenset(get_args(Category)) - {"ready", "unknown"}
 # words of a line that reports a failure (the keyword fallback's second condition)
 FAILING = re.compile(
     r"(?i)error|fail|fatal|exception|unable|cannot|could not|timed out|timeout|abort|killed|"
