@@ -23,7 +23,7 @@ mined sets): each signature's `provenance` (written into signatures/*.yaml), the
 families' provenance, the per-path precision and threshold (calibration.json) and the model
 (learned.json). The calibration's threshold is the one whose train answers (leave-one-source-
 out) are worth most when a wrong answer costs WRONG_COST right ones, never over WRONG_CAP wrong;
-the model's is the lowest that keeps them at or under WRONG_TARGET.
+the model's is chosen by the same worth against the model switched off, never over WRONG_TARGET.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     PYTHONPATH=<checkout> .venv/bin/python bench/postmortem_third.py [--set NAME] [--cases-dir DIR]
 
 Loads every `cases/*.yaml` of tests/fixtures/postmortem-<NAME>/ (`--set third`, the default,
-`fourth` ... `thirtyfifth`; the folder's README says what they are and how they were labelled; `bench/
+or any other such folder; the folder's README says what they are and how they were labelled; `bench/
 postmortem_fourth.py` is this script with `--set fourth`), diagnoses each excerpt the way `cluster postmortem --logs FILE --json` does
 (`postmortem_logs` on the excerpt written to a file) and prints: total, correct, wrong, unknown,
 the same per tracker family and per label, and every wrong case (file name, label, answer).
@@ -45,40 +45,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
-SETS = (
-    "third",
-    "fourth",
-    "fifth",
-    "sixth",
-    "seventh",
-    "eighth",
-    "ninth",
-    "tenth",
-    "eleventh",
-    "twelfth",
-    "thirteenth",
-    "fourteenth",
-    "fifteenth",
-    "sixteenth",
-    "seventeenth",
-    "eighteenth",
-    "nineteenth",
-    "twentieth",
-    "twentyfirst",
-    "twentysecond",
-    "twentythird",
-    "twentyfourth",
-    "twentyfifth",
-    "twentysixth",
-    "twentyseventh",
-    "twentyeighth",
-    "twentyninth",
-    "thirtieth",
-    "thirtyfirst",
-    "thirtysecond",
-    "thirtythird",
-    "thirtyfourth",
-    "thirtyfifth",
+# every frozen set: a folder of cases beside the corpus (no list to keep up as sets are added)
+SETS = tuple(
+    sorted(
+        p.parent.name.removeprefix("postmortem-")
+        for p in FIXTURES.glob("postmortem-*/cases")
+        if p.parent.name != "postmortem-corpus"
+    )
 )
 CASES_DIR = FIXTURES / "postmortem-third" / "cases"
 

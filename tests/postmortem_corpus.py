@@ -483,9 +483,10 @@ def choose_model(
     wrong_target: float,
 ) -> tuple[LinearModel, dict[str, LinearModel]]:
     """The shipped model (trained on every train case) and one per family trained without its
-    cases; the threshold is the lowest that keeps the wrong answers of the train split's
-    leave-one-source-out (rules, calibration and the family's own model) at or under
-    `wrong_target`."""
+    cases; the threshold is the one whose train answers (leave-one-source-out: rules,
+    calibration and the family's own model) are worth most when a wrong answer costs
+    WRONG_COST right ones, judged against the model switched off, and whose wrong answers stay
+    at or under `wrong_target` (or under the rules' own, if those are already over it)."""
     split_date = cutoff()
     train = {
         fam: [o for o in s.outcomes if split_of(o.case, split_date) == "train"]
@@ -497,8 +498,8 @@ def choose_model(
 
     # from 0.5 up: the answer must be likelier than all the others together (the train split
     # gives the model few cases to err on, so its threshold alone would be thinly supported).
-    # Worth as the calibration's (WRONG_COST, WRONG_CAP), measured against the model off (1.1):
-    # it speaks only where its answers gain more than they cost; the highest among equals.
+    # Worth as the calibration's, measured against the model off (1.1): it speaks only where
+    # its answers gain more than they cost; the highest threshold among equals.
     def worth(t: float) -> tuple[float, int, int]:
         judged = [
             o.under(per[fam], replace(fold_models[fam], threshold=t))
@@ -512,7 +513,7 @@ def choose_model(
     chosen, best = 1.1, off
     for t in [x / 100 for x in range(99, 49, -1)]:
         value, wrong, n = worth(t)
-        within = wrong <= max(off_wrong, wrong_target * n)  # never more wrong than the cap
+        within = wrong <= max(off_wrong, wrong_target * n)
         if within and value > best:
             chosen, best = t, value
     basis = (
