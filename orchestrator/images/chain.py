@@ -119,6 +119,15 @@ def _on_line(ctx: ChainContext, line: str, log: RoundLog, prog: _Progress, rnd: 
         ctx.emit(PushEvent("note", node=ev.fields[0], round=rnd, text=f"hop from {ev.node} failed"))
 
 
+def round_tag(ctx: ChainContext, rnd: int, mode: Mode) -> str:
+    """The tag a round's sessions and work folders on the nodes carry (TAG-r1). A round that
+    fans out takes its own (TAG-r1f): the chain head opened for it while the hops were checked
+    (`_open_chain_head`) may still be leaving its folder on the first node when the fan-out
+    starts there, and a shared name then refused the fan-out ("cannot create ... exists
+    already": a fresh-clone CI, ctb-node0)."""
+    return f"{ctx.tag_base}-r{rnd}" + ("" if mode is Mode.chain else "f")
+
+
 async def _open_chain_head(
     ctx: ChainContext, rnd: int, targets: Sequence[str], compression: Compression
 ) -> tuple[Pipe, int]:
@@ -126,7 +135,7 @@ async def _open_chain_head(
     return its pipe and the fd that feeds it. Started while the hops are still being checked:
     the chain's SSH sessions open while the check runs, not after it (`_abort_chain_head` if the
     check then picks a fan-out)."""
-    common = ctx.common(f"{ctx.tag_base}-r{rnd}", compression, ctx.reference)
+    common = ctx.common(round_tag(ctx, rnd, Mode.chain), compression, ctx.reference)
     quints = [q for name in targets for q in _quint(ctx.node(name))]
     sink_r, sink_w = _os_pipe()
     try:
@@ -156,7 +165,7 @@ async def _abort_chain_head(
     pipe.kill()
     with contextlib.suppress(Exception):
         await asyncio.wait_for(pipe.wait(), 10)
-    await stop_round_leftovers(ctx, f"{ctx.tag_base}-r{rnd}", targets)
+    await stop_round_leftovers(ctx, round_tag(ctx, rnd, Mode.chain), targets)
 
 
 async def run_round(
@@ -172,7 +181,7 @@ async def run_round(
 ) -> tuple[RoundLog, _Progress]:
     """One round: chain (or fan-out waves) from `source` to `targets`; the words it heard.
     `head`: the chain's first hop, already started (`_open_chain_head`)."""
-    tag = f"{ctx.tag_base}-r{rnd}"
+    tag = round_tag(ctx, rnd, mode)
     log = RoundLog()
     prog = _Progress()
     popts = ctx.pipe_options()

@@ -20,6 +20,7 @@ from orchestrator.images.chain import (
     _abort_chain_head,
     _open_chain_head,
     check_hops,
+    round_tag,
     run_round,
     stop_round_leftovers,
 )
@@ -226,7 +227,7 @@ async def _push(
         mark(f"round_{rnd}")
         outcomes = judge_round(targets, log, upstream_label=round_source.label())
         unfinished = [o.node for o in outcomes if not o.ended]
-        tag = f"{ctx.tag_base}-r{rnd}"
+        tag = round_tag(ctx, rnd, mode)
         # The exec-readiness probe of the nodes whose load succeeded runs beside their re-probe,
         # not after it; a node the re-probe does not verify has its probe thrown away.
         said_loaded = [o.node for o in outcomes if o.status is HopStatus.loaded]
