@@ -79,6 +79,7 @@ MINED_SETS = (
     "thirtysecond",
     "thirtythird",
     "thirtyfourth",
+    "thirtyfifth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -304,6 +304,14 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("vllm-max-seq-len-larger-than-kv-cache-maxinum", "kv-cache-budget"),
         ("vllm-chatglm-assert-kv-heads-divisible-by-tp", "config-validator-refusal"),
         ("tei-runtime-compute-cap-120-not-compatible-80", "unsupported-arch-kernel"),
+        # -- the thirty-fifth set
+        # vLLM's quantized linear kernel chooser refusing every kernel on this capability
+        ("vllm-no-wna16-linear-kernel-for-capability-75", "config-validator-refusal"),
+        # llama.cpp's GGUF converter: an unknown BPE pre-tokenizer, a tensor it cannot name
+        ("gguf-convert-bpe-pre-tokenizer-not-recognized", "tokenizer-config"),
+        ("gguf-convert-cannot-map-projector-tensor", "weights-files"),
+        # TurboMind's KV cache shorter than the session, then its warm-up failing
+        ("lmdeploy-session-len-truncated-then-warm-up-failed", "kv-cache-budget"),
         # Vulkan's own code for device memory it could not allocate (the twenty-eighth set,
         # named at its freeze only by the learned model, which later retraining lost)
         ("ggml-vulkan-allocate-memory-error-out-of-device-memory", "out-of-memory"),
@@ -820,3 +828,11 @@ def test_a_log_listed_newest_first_is_read_by_its_stamps(tmp_path: Path) -> None
     # and the kill was read as an OOM. By the stamps it is the loader's missing tensor.
     d = diagnose_paste(tmp_path, by_id("sglang-newest-first-killed-above-keyerror").text)
     assert d.category == "weights-files", d.verdict
+
+
+def test_turbomind_shortening_the_session_alone_is_not_a_failure(tmp_path: Path) -> None:
+    # The thirty-fifth set (lmdeploy#4366): the warning is printed by healthy servers too (it
+    # only shortens session_len); the failure is the warm-up failing after it.
+    warning, failed = by_id("lmdeploy-session-len-truncated-then-warm-up-failed").text.splitlines()
+    assert diagnose_paste(tmp_path, warning).outcome != "failed"
+    assert diagnose_paste(tmp_path, f"{warning}\n{failed}").category == "kv-cache-budget"
