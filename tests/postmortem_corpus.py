@@ -80,6 +80,7 @@ MINED_SETS = (
     "thirtythird",
     "thirtyfourth",
     "thirtyfifth",
+    "thirtysixth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

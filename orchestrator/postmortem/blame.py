@@ -53,6 +53,7 @@ class Candidate:
     evidence: list[Evidence] = field(default_factory=list)
     brief: bool = False  # the title already says when and where: no time/phase suffix
     printed: bool = True  # it rests on what ranks printed (not the supervisor's own verdict)
+    final: bool = False  # "unknown" on purpose: the exception-family fallback must not replace it
 
     def key(self) -> tuple[int, float, int]:
         return (-self.strength, self.ts if self.ts is not None else float("inf"), self.rank)
@@ -239,6 +240,29 @@ def from_consequences(
     first_rank, first_hit = echoes[0]
     c = sigs.by_id[first_hit.signature]
     began = first_hit.evidence.ts
+    mine = next(r for r in ranks if r.rank == first_rank)
+    own = _own_error_before(mine, first_hit, hits)
+    if own is not None:
+        # The rank raised an error of its own before it reported the lost peer: the peer left
+        # because of that failure (a compiler that crashed on one rank, then the barrier's
+        # connection closed; the thirty-sixth set). The error decides, by its family if it has
+        # one; else the cause is unknown (not the lost peer, and no later exception either).
+        line, raised, where = own
+        fam = classify(raised, where)
+        return Candidate(
+            rank=first_rank,
+            strength=0,
+            ts=line.ts,
+            category=fam.category if fam is not None else "unknown",
+            signature=None,
+            title=f"{raised.name}: {short(raised.msg)}",
+            confidence=fam.confidence if fam is not None else "low",
+            reason=f"rank {first_rank} raised {raised.name} before it reported a lost peer "
+            f"({c.sig.title}): the peer loss followed its own failure"
+            + (f", an error of {fam.why} (by the exception's family)" if fam is not None else ""),
+            evidence=[line, first_hit.evidence],
+            final=True,
+        )
     complainers = {k for k, _ in echoes}
     silent = []
     for r in ranks:
@@ -276,6 +300,24 @@ def from_consequences(
         reason=f"only consequences were found; rank {first_rank} reported first: {c.sig.title}",
         evidence=[first_hit.evidence],
     )
+
+
+def _own_error_before(
+    r: RankFacts, echo: Hit, hits: Mapping[int, list[Hit]]
+) -> tuple[Evidence, Raised, str] | None:
+    """The first error the rank stated (`Cls: message`) before its echo line, that no signature
+    matched, with its traceback's frames: not a `raise` line or a traceback's head (those
+    belong to the echo's own trace)."""
+    matched = {h.evidence.line for h in hits.get(r.rank, [])}
+    frames = r.exception_frames or ("",) * len(r.exceptions)
+    for e, where in zip(r.exceptions, frames, strict=False):
+        if e.line == echo.evidence.line or e.line in matched or not _earlier(e, echo.evidence):
+            continue
+        raised = exception_of(e.text)
+        if raised is None or raised.name in ("Traceback", "what()") or "raise " in e.text:
+            continue
+        return e, raised, where
+    return None
 
 
 def from_exceptions(ranks: Sequence[RankFacts], prefer: int | None = None) -> Candidate | None:

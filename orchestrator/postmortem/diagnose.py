@@ -141,7 +141,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         refused_for = _who_refused(root, ranks)
     if root is None and failed:
         root = from_consequences(ranks, hits, sigs, failed)
-    if root is None or root.category == "unknown":
+    if root is None or (root.category == "unknown" and not root.final):
         # the traceback fallback: the exception's family, when no signature says more
         fallback = from_exceptions(ranks, prefer=root.rank if root is not None else None)
         if fallback is not None:

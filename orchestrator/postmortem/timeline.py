@@ -423,7 +423,9 @@ def _first_marker(chunk: bytes, marker: Marker, at: list[int]) -> tuple[int, int
 # The milestones that say an engine is starting: a serving line before the first of them is
 # not that engine's. A shard bar counts: a controller's uvicorn up before its model worker's
 # `Loading checkpoint shards: 0/7` said `ready` for a model still loading (the fourteenth set).
-ENGINE_STARTS = frozenset({"server_args", "dist_begin", "load_begin", "shards"})
+# NCCL's set-up does not: a serving rollout engine opens a communicator when its trainer asks
+# (TRL's and ms-swift's /init_communicator; the tenth and thirty-sixth sets), after its 200s.
+ENGINE_STARTS = frozenset({"server_args", "load_begin", "shards"})
 SERVING = frozenset(m.milestone.value for m in MARKERS if m.phase and m.phase.value == "serving")
 
 

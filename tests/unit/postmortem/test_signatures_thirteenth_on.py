@@ -312,6 +312,23 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("gguf-convert-cannot-map-projector-tensor", "weights-files"),
         # TurboMind's KV cache shorter than the session, then its warm-up failing
         ("lmdeploy-session-len-truncated-then-warm-up-failed", "kv-cache-budget"),
+        # -- the thirty-sixth set
+        # TensorRT's plan of another version; CRI-O's program not in the image
+        ("tensorrt-engine-plan-not-compatible-version", "weights-files"),
+        ("crio-executable-backquoted-not-found-in-path", "image-unpack-race"),
+        # the device gone: an Ascend NPU's lost heartbeat, an NVSwitch fabric not initialized
+        ("ascend-device-absent-el0001", "gpu-fault"),
+        ("ascend-task-scheduler-loses-heartbeat", "gpu-fault"),
+        ("torch-cuda-error-802-system-not-yet-initialized", "gpu-fault"),
+        # the Neuron runtime's allocation; MLX's loaders
+        ("neuron-nrt-tensor-allocate-allocation-failure", "out-of-memory"),
+        ("mlx-vlm-missing-2-parameters", "weights-files"),
+        ("omlx-no-safetensors-found", "weights-files"),
+        # a model config without the field the engine reads
+        ("lmdeploy-minicpmv-config-no-attribute-slice-mode", "tokenizer-config"),
+        ("vllm-assert-factor-in-rope-scaling", "tokenizer-config"),
+        # an Ascend MoE operator failing for this checkpoint
+        ("vllm-ascend-aclnn-moe-gating-topk-failed", "moe-runner"),
         # Vulkan's own code for device memory it could not allocate (the twenty-eighth set,
         # named at its freeze only by the learned model, which later retraining lost)
         ("ggml-vulkan-allocate-memory-error-out-of-device-memory", "out-of-memory"),
@@ -836,3 +853,54 @@ def test_turbomind_shortening_the_session_alone_is_not_a_failure(tmp_path: Path)
     warning, failed = by_id("lmdeploy-session-len-truncated-then-warm-up-failed").text.splitlines()
     assert diagnose_paste(tmp_path, warning).outcome != "failed"
     assert diagnose_paste(tmp_path, f"{warning}\n{failed}").category == "kv-cache-budget"
+
+
+def test_an_engines_own_config_object_is_not_the_models(tmp_path: Path) -> None:
+    # The thirty-sixth set's rule reads "'XConfig' object has no attribute" as the model's
+    # config; vLLM's own configuration objects are the engine's (a version skew), not a model's.
+    line = "AttributeError: 'ModelConfig' object has no attribute 'hf_text_config'"
+    assert diagnose_paste(tmp_path, line).category != "tokenizer-config"
+
+
+def test_a_rollout_servers_nccl_set_up_after_serving_is_not_an_engine_start(
+    tmp_path: Path,
+) -> None:
+    # The thirty-sixth set (trl#3706) and the tenth (ms-swift): vLLM served (uvicorn up, 200s
+    # for /health and /init_communicator), then its workers opened the NCCL communicator the
+    # trainer asked for. NCCL's set-up is not an engine starting: still `ready`.
+    served = "\n".join(
+        [
+            "INFO:     Application startup complete.",
+            "INFO:     Uvicorn running on http://0.0.0.0:8000/ (Press CTRL+C to quit)",
+            'INFO:     127.0.0.1:39744 - "POST /init_communicator/ HTTP/1.1" 200 OK',
+        ]
+    )
+    nccl = (
+        "(VllmWorker rank=1 pid=4888) INFO 07-08 10:09:09 [utils.py:1126] "
+        "Found nccl from library libnccl.so.2"
+    )
+    assert diagnose_paste(tmp_path, f"{served}\n{nccl}").category == "ready"
+    # an engine that starts after the front end is up is still not served by it
+    start = "INFO 07-08 10:09:08 [__init__.py:239] Automatically detected platform cuda."
+    assert diagnose_paste(tmp_path, f"{served}\n{start}\n{nccl}").category != "ready"
+
+
+def test_a_lost_peer_after_the_ranks_own_error_is_not_the_network(tmp_path: Path) -> None:
+    # The thirty-sixth set (aws-neuron-sdk#1369): the compiler failed on this rank, then the
+    # barrier's gloo connection closed. The lost peer followed the rank's own failure, whose
+    # cause the lines do not show: unknown, not rendezvous-network.
+    failed = (
+        "ERROR [v1/executor/multiproc_executor.py:962] RuntimeError: neuronx-cc compilation "
+        "failed with 70. Check compiler logs."
+    )
+    lost = [
+        'ERROR   File ".../vllm_neuron/parallel/neuron_parallel_state.py", line 1318, in tp_barrier',
+        "ERROR RuntimeError: [gloo/transport/tcp/pair.cc:547] Connection closed by peer [<ip>]:22947",
+    ]
+    d = diagnose_paste(tmp_path, "\n".join([failed, *lost]))
+    assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
+    # the lost peer alone is still read as the echo it is
+    assert diagnose_paste(tmp_path, "\n".join(lost)).category == "rendezvous-network"
+    # and the own error after the lost peer does not take its place
+    after = diagnose_paste(tmp_path, "\n".join([*lost, failed]))
+    assert after.category == "rendezvous-network", after.verdict
