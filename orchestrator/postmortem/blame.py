@@ -240,29 +240,6 @@ def from_consequences(
     first_rank, first_hit = echoes[0]
     c = sigs.by_id[first_hit.signature]
     began = first_hit.evidence.ts
-    mine = next(r for r in ranks if r.rank == first_rank)
-    own = _own_error_before(mine, first_hit, hits)
-    if own is not None:
-        # The rank raised an error of its own before it reported the lost peer: the peer left
-        # because of that failure (a compiler that crashed on one rank, then the barrier's
-        # connection closed; the thirty-sixth set). The error decides, by its family if it has
-        # one; else the cause is unknown (not the lost peer, and no later exception either).
-        line, raised, where = own
-        fam = classify(raised, where)
-        return Candidate(
-            rank=first_rank,
-            strength=0,
-            ts=line.ts,
-            category=fam.category if fam is not None else "unknown",
-            signature=None,
-            title=f"{raised.name}: {short(raised.msg)}",
-            confidence=fam.confidence if fam is not None else "low",
-            reason=f"rank {first_rank} raised {raised.name} before it reported a lost peer "
-            f"({c.sig.title}): the peer loss followed its own failure"
-            + (f", an error of {fam.why} (by the exception's family)" if fam is not None else ""),
-            evidence=[line, first_hit.evidence],
-            final=True,
-        )
     complainers = {k for k, _ in echoes}
     silent = []
     for r in ranks:
@@ -288,6 +265,30 @@ def from_consequences(
             reason=f"rank {r.rank} fell silent and printed no error of its own ({said}); the "
             f"other ranks report it ({c.sig.title}): a peer stopped",
             evidence=([r.last_line] if r.last_line else []) + [first_hit.evidence],
+        )
+    mine = next(r for r in ranks if r.rank == first_rank)
+    own = _own_error_before(mine, first_hit, hits)
+    if own is not None:
+        # No rank fell silent, and the first to report a lost peer raised an error of its own
+        # before it: the peer left because of that failure (a compiler that crashed on one
+        # rank, then the barrier's gloo connection closed; the thirty-sixth set). The error
+        # decides, by its family if it has one; else the cause is unknown (not the lost peer,
+        # and not a later exception either).
+        line, raised, where = own
+        fam = classify(raised, where)
+        return Candidate(
+            rank=first_rank,
+            strength=0,
+            ts=line.ts,
+            category=fam.category if fam is not None else "unknown",
+            signature=None,
+            title=f"{raised.name}: {short(raised.msg)}",
+            confidence=fam.confidence if fam is not None else "low",
+            reason=f"rank {first_rank} raised {raised.name} before it reported a lost peer "
+            f"({c.sig.title}): the peer loss followed its own failure"
+            + (f", an error of {fam.why} (by the exception's family)" if fam is not None else ""),
+            evidence=[line, first_hit.evidence],
+            final=True,
         )
     return Candidate(
         rank=first_rank,
