@@ -81,6 +81,7 @@ MINED_SETS = (
     "thirtyfourth",
     "thirtyfifth",
     "thirtysixth",
+    "thirtyseventh",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

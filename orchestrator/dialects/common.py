@@ -115,7 +115,11 @@ MARKERS = (
         "infinity_emb INFO: ready",
         r"infinity_emb INFO: ready(?: to batch requests\.|\s+batch_handler\.py)",
     ),
-    # gradio, as text-generation-webui launches it after the model loaded
+    # text-generation-webui's own line once its model is in memory ("INFO:Loaded the model in
+    # 5.26 seconds."; the eighth and thirty-seventh sets)
+    marker(M.load_end, None, "Loaded the model in", r"Loaded the model in [0-9.]+ seconds"),
+    # gradio, as text-generation-webui launches it (with or without a model loaded: the
+    # postmortem counts it only after a model loaded, timeline.py `_a_web_ui_is_not_a_model`)
     marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
     marker(
         M.traffic,

@@ -367,7 +367,23 @@ def _scan(
         state.line_base += newlines
         result.lines = state.line_base - 1 + (1 if ends_open and chunk else 0)
     result.matches.sort(key=lambda mt: (mt.line.ts is None, mt.line.ts or 0.0, mt.line.line))
+    _a_web_ui_is_not_a_model(result)
     return result
+
+
+# A web UI's Gradio URL says the UI is up, with or without a model in it: text-generation-webui
+# starts with none loaded, LLaMA-Factory's board is a training UI. It says `ready` only in a
+# file that also shows a model loading or loaded, or traffic (the thirty-seventh set's
+# text-generation-webui with no model was read as serving; the rulebook's rule 6).
+_UI_URL = "Running on local URL:"
+_A_MODEL = ("shards", "load_begin", "load_end", "warmup", "traffic")
+
+
+def _a_web_ui_is_not_a_model(result: FileScan) -> None:
+    ready = result.markers.get("ready")
+    shown = any(name in result.markers for name in _A_MODEL)
+    if ready is not None and _UI_URL in ready.text and not shown:
+        del result.markers["ready"]
 
 
 def _placed(chunk: bytes, ls: int, le: int, state: _State) -> tuple[float | None, str]:

@@ -36,14 +36,15 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "state"
 
 
-def within(measured: float | None, expected: float, share: float = 0.10) -> bool:
-    return measured is not None and abs(measured - expected) <= share * expected
-
-
 # What a request costs besides the twin's configured rates on a busy 2-core CI host (HTTP,
 # scheduling): CI measured a 0.150 s TTFT as 0.165 s. Added to a duration, never to a rate's
 # share, so a twin serving at the wrong rate (2x, 0.5x) still fails.
 OVERHEAD_S = 0.05
+
+
+def tpot_ok(measured: float | None, expected: float) -> bool:
+    """A time per output token the decode rate sets: up to a quarter short, 10 % long."""
+    return measured is not None and 0.75 * expected <= measured <= 1.10 * expected
 
 
 def took(measured: float | None, expected: float) -> bool:
@@ -111,8 +112,12 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
         assert lv.errors == 0, lv.last_error
         assert lv.generated == TG * lv.requests
         assert lv.prompt_len_mean is not None and lv.prompt_len_mean >= PP + lv.depth
-        # Every request decodes at its own pace: TPOT is 1/decode at every level.
-        assert within(lv.tpot.p50, 1 / DECODE), (lv.depth, lv.concurrency, lv.tpot)
+        # Every request decodes at its own pace: TPOT is 1/decode at every level. TPOT is the
+        # time after the first token over the tokens after it: a busy host that delays the first
+        # token's delivery lets the next ones arrive together, and reads TPOT short (a fresh-
+        # clone CI of f7162ef: 17.8 ms for 20). A quarter below still fails a twin at twice the
+        # rate (10 ms), as 10 % above fails one at half of it (40 ms).
+        assert tpot_ok(lv.tpot.p50, 1 / DECODE), (lv.depth, lv.concurrency, lv.tpot)
     for lv in (x for x in report.levels if x.concurrency == 1):
         ttft = lv.prompt_len_mean / PREFILL  # type: ignore[operator]
         assert took(lv.ttft.p50, ttft), (lv.depth, lv.ttft, ttft)

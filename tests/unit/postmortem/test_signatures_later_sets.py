@@ -151,7 +151,6 @@ def test_a_full_disk_under_an_image_layer_is_not_called_the_disk(tmp_path: Path)
     [
         "triton-started-http-service",
         "llama-server-json-http-server-listening",
-        "gradio-running-on-local-url",
     ],
 )
 def test_a_servers_own_ready_line_is_ready(tmp_path: Path, line_id: str) -> None:

@@ -329,6 +329,33 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("vllm-assert-factor-in-rope-scaling", "tokenizer-config"),
         # an Ascend MoE operator failing for this checkpoint
         ("vllm-ascend-aclnn-moe-gating-topk-failed", "moe-runner"),
+        # -- the thirty-seventh set
+        # torch Inductor: the GPU too old for Triton; NCCL's queue pair not created
+        ("torch-inductor-p40-too-old-for-triton", "unsupported-arch-kernel"),
+        ("nccl-warn-ibv-create-qp-failed", "rendezvous-network"),
+        # vLLM's free-memory check wrapped by a paste; llama.cpp's KV cache after cudaMalloc
+        ("vllm-free-memory-less-than-utilization-wrapped", "kv-cache-budget"),
+        ("llama-cpp-cudamalloc-then-kv-cache-init-failed", "kv-cache-budget"),
+        # memory: TVM's Vulkan, ggml's old pool, systemd's OOM kill, a provisioner's 137
+        ("mlc-tvm-vulkan-out-of-device-memory", "out-of-memory"),
+        ("ggml-context-memory-pool-not-enough-space", "out-of-memory"),
+        ("systemd-unit-process-killed-by-oom-killer", "out-of-memory"),
+        ("systemd-failed-with-result-oom-kill", "out-of-memory"),
+        ("skypilot-docker-exec-failed-return-code-137", "out-of-memory"),
+        # refusals: a server's pydantic Settings, vLLM V1's early features, llama.cpp's V cache
+        ("llama-cpp-python-settings-validation-error", "config-validator-refusal"),
+        ("vllm-speculative-decoding-not-yet-supported-on-v1", "config-validator-refusal"),
+        ("llama-cpp-v-cache-quantization-requires-flash-attn", "config-validator-refusal"),
+        # the files: a chat template GPT4All cannot parse; old ggml files
+        ("gpt4all-failed-to-parse-chat-template", "tokenizer-config"),
+        ("ggml-invalid-model-file-bad-f16-value", "weights-files"),
+        ("llama-cpp-error-loading-model-missing-tok-embeddings", "weights-files"),
+        # peers: MPI's launcher and TCP; an Xinference worker and its supervisor
+        ("openmpi-unable-to-complete-tcp-connection", "rendezvous-network"),
+        ("mpi-ssh-could-not-resolve-worker-hostname", "rendezvous-network"),
+        ("xinference-worker-cannot-connect-to-supervisor", "rendezvous-network"),
+        # a web UI's wait for its llama.cpp server, wrapped by the paste
+        ("textgen-llama-server-health-check-timed-out", "watchdog-timeout"),
         # Vulkan's own code for device memory it could not allocate (the twenty-eighth set,
         # named at its freeze only by the learned model, which later retraining lost)
         ("ggml-vulkan-allocate-memory-error-out-of-device-memory", "out-of-memory"),
@@ -904,3 +931,22 @@ def test_a_lost_peer_after_the_ranks_own_error_is_not_the_network(tmp_path: Path
     # and the own error after the lost peer does not take its place
     after = diagnose_paste(tmp_path, "\n".join([*lost, failed]))
     assert after.category == "rendezvous-network", after.verdict
+
+
+def test_a_docker_daemon_refusal_is_a_failure_whose_cause_is_its_message(tmp_path: Path) -> None:
+    # The thirty-seventh set (dgx-spark-playbooks#26): `docker: Error response from daemon:
+    # unknown or invalid runtime name: nvidia` was read as "no failure found". The container
+    # never started: a failure, its cause the daemon's message (no category holds this one).
+    d = diagnose_paste(tmp_path, by_id("docker-run-unknown-runtime-nvidia").text)
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_a_web_uis_gradio_url_is_ready_only_with_a_model_loaded(tmp_path: Path) -> None:
+    # The seventh set read Gradio's URL as text-generation-webui serving its model; the
+    # thirty-seventh showed the same line from a UI with no model loaded (rule 6: a start line
+    # before any model is not enough). Alone it is nothing failed, not `ready`.
+    url = by_id("gradio-running-on-local-url").text
+    alone = diagnose_paste(tmp_path, url)
+    assert (alone.outcome, alone.category) == ("no-failure", "unknown"), alone.verdict
+    loaded = "2023-08-15 17:10:42 INFO:Loaded the model in 5.26 seconds."
+    assert diagnose_paste(tmp_path, f"{loaded}\n{url}").category == "ready"
