@@ -82,6 +82,7 @@ MINED_SETS = (
     "thirtyfifth",
     "thirtysixth",
     "thirtyseventh",
+    "thirtyeighth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -107,6 +107,15 @@ MARKERS = (
         "text_embeddings_router::",
         r"text_embeddings_router::(?:http|grpc)::server: \S+:\d+: Ready\s*$",
     ),
+    # text-embeddings-inference answering requests ("openai_embed{total_time=...}:
+    # text_embeddings_router::http::server: router/src/http/server.rs:1290: Success"; the
+    # thirty-eighth set)
+    marker(
+        M.traffic,
+        None,
+        "text_embeddings_router::http::server",
+        r"text_embeddings_router::http::server: \S+:\d+: Success\s*$",
+    ),
     # infinity_emb's batch handler once its model is warmed up ("ready to batch requests.";
     # rich wraps it after "ready" in a narrow terminal; the thirty-first set)
     marker(

@@ -403,14 +403,13 @@ def brought_about_by(own: Sequence[Hit], first: Hit, sigs: SignatureSet) -> Hit 
 
 
 def raised_before(r: RankFacts, ev: Evidence) -> bool:
-    """The rank printed an exception line (`Cls: message`) before `ev`, in the same file. When
-    `ev` is itself the exception that ends a traceback ("OSError: [WinError -1073741795]
-    Windows Error 0xc000001d"), that traceback's own header is not an earlier exception."""
-    own = any(e.file == ev.file and e.line == ev.line for e in r.exceptions)
+    """The rank printed an exception line (`Cls: message`) before `ev`, in the same file. A
+    traceback's header alone is not one: when `ev` is itself the exception that ends a traceback
+    ("OSError: [WinError -1073741795] Windows Error 0xc000001d"), the header is its own; when a
+    bare `Killed` cuts a traceback before its last line (the thirty-eighth set: a vLLM worker's
+    "Traceback (most recent call last):" then `Killed`), no failure was stated before the kill."""
     return any(
-        e.file == ev.file
-        and _earlier(e, ev)
-        and not (own and "Traceback (most recent call last)" in e.text)
+        e.file == ev.file and _earlier(e, ev) and "Traceback (most recent call last)" not in e.text
         for e in r.exceptions
     )
 

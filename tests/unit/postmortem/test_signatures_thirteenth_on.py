@@ -37,8 +37,6 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("nvrm-rminitadapter-gsp-firmware", "gpu-fault"),
         ("nvrm-cannot-initialize-gsp-firmware", "gpu-fault"),
         ("nvrm-gfw-boot-wait-failed", "gpu-fault"),
-        # llama.cpp's registry check, like vLLM's
-        ("llama-cpp-unknown-model-architecture", "config-validator-refusal"),
         # the ranks could not reach each other: NCCL's bootstrap, an RDMA peer that never acked
         ("nccl-bootstrap-socket-in-progress-chain", "rendezvous-network"),
         ("mooncake-rdma-transport-retry-counter-exceeded", "rendezvous-network"),
@@ -356,6 +354,32 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("xinference-worker-cannot-connect-to-supervisor", "rendezvous-network"),
         # a web UI's wait for its llama.cpp server, wrapped by the paste
         ("textgen-llama-server-health-check-timed-out", "watchdog-timeout"),
+        # -- the thirty-eighth set
+        # ONNX Runtime's model file and external weights; TGI's missing tensor
+        ("ort-genai-load-model-protobuf-parsing-failed", "weights-files"),
+        ("ort-genai-external-initializer-out-of-bounds", "weights-files"),
+        ("tgi-weight-does-not-exist", "weights-files"),
+        # config.json / tokenizer.json a Rust loader could not find or parse; a GGUF key
+        ("mistralrs-tokenizer-json-not-found-at-model-id", "tokenizer-config"),
+        ("candle-vllm-unable-to-get-model-arch-from-config", "tokenizer-config"),
+        ("cake-cannot-parse-config-json-missing-field", "tokenizer-config"),
+        ("llama-cpp-hyperparameters-key-not-found-gemma3", "tokenizer-config"),
+        # an unknown GGUF architecture is the model type's, as transformers' (the newer sets)
+        ("llama-cpp-unknown-model-architecture", "tokenizer-config"),
+        # timers: the display driver's watchdog; llama-swap's wait for its server
+        ("cuda-error-the-launch-timed-out-and-was-terminated", "watchdog-timeout"),
+        ("llama-swap-health-check-failed-after-15s", "watchdog-timeout"),
+        # memory: vLLM's free-memory check wrapped elsewhere; Neuron's driver; OpenVINO's USM
+        ("vllm-free-memory-wrapped-after-on-startup", "kv-cache-budget"),
+        ("neuron-tdrv-failed-to-allocate-on-nd-nc", "out-of-memory"),
+        ("openvino-cl-ext-cannot-allocate-usm-host", "out-of-memory"),
+        ("vllm-rs-remaining-kvcache-tokens-prompt-requires", "kv-cache-budget"),
+        # refusals: TGI's launcher arguments; vLLM's quantization dtype
+        ("tgi-launcher-argument-validation-max-input-tokens", "config-validator-refusal"),
+        ("vllm-float16-not-supported-for-quantization-mxfp4", "config-validator-refusal"),
+        # oneCCL's OFI transport; a Windows DLL of a compiled op
+        ("oneccl-atl-ofi-cant-find-suitable-provider", "rendezvous-network"),
+        ("exllama-ext-dll-load-failed", "unsupported-arch-kernel"),
         # Vulkan's own code for device memory it could not allocate (the twenty-eighth set,
         # named at its freeze only by the learned model, which later retraining lost)
         ("ggml-vulkan-allocate-memory-error-out-of-device-memory", "out-of-memory"),
@@ -950,3 +974,29 @@ def test_a_web_uis_gradio_url_is_ready_only_with_a_model_loaded(tmp_path: Path) 
     assert (alone.outcome, alone.category) == ("no-failure", "unknown"), alone.verdict
     loaded = "2023-08-15 17:10:42 INFO:Loaded the model in 5.26 seconds."
     assert diagnose_paste(tmp_path, f"{loaded}\n{url}").category == "ready"
+
+
+def test_text_embeddings_inference_answering_is_serving(tmp_path: Path) -> None:
+    # The thirty-eighth set (text-embeddings-inference#305): its `Success` request lines.
+    assert diagnose_paste(tmp_path, by_id("tei-openai-embed-success").text).category == "ready"
+
+
+def test_a_kill_that_cuts_a_traceback_short_is_a_bare_kill(tmp_path: Path) -> None:
+    # The thirty-eighth set (ArcticInference#37): a vLLM worker printed only its traceback's
+    # header, then `Killed`. No failure was stated before the kill (the header says none): the
+    # bare kill decides (rule 5: out-of-memory), not "unknown".
+    lines = [
+        "(VllmWorker rank=0 pid=2480291) INFO 05-07 19:18:17 [loader.py:458] Loading weights took 3.07 seconds",
+        "(VllmWorker rank=0 pid=2480291) Traceback (most recent call last):",
+        "Killed",
+    ]
+    assert diagnose_paste(tmp_path, "\n".join(lines)).category == "out-of-memory"
+    # a stated exception before the kill still decides
+    stated = [*lines[:2], "(VllmWorker rank=0 pid=2480291) KeyError: 'model.layers.0.w'", "Killed"]
+    assert diagnose_paste(tmp_path, "\n".join(stated)).category != "out-of-memory"
+
+
+def test_a_remote_rpc_servers_crash_is_a_failure_whose_cause_is_on_its_host(tmp_path: Path) -> None:
+    # The thirty-eighth set (llama.cpp#15055): read as "no failure found" before.
+    d = diagnose_paste(tmp_path, by_id("llama-cpp-rpc-remote-server-crashed").text)
+    assert d.outcome == "failed-unknown", d.verdict
