@@ -50,6 +50,9 @@ class Marker:
     keyword: str
     regex: re.Pattern[str]
     unless: re.Pattern[str] | None = None
+    # printed whether or not a model is loaded (a web UI's URL): it proves its milestone only in
+    # a file that also shows a model loading, loaded or answering (the postmortem's rule 6)
+    needs_a_model: bool = False
 
     @property
     def phase(self) -> RankPhase | None:
@@ -71,11 +74,18 @@ def marker(
     keyword: str,
     regex: str | None = None,
     unless: str | None = None,
+    *,
+    needs_a_model: bool = False,
 ) -> Marker:
     """A table row; the regex defaults to the keyword itself, and must contain it literally."""
     pattern = regex if regex is not None else re.escape(keyword)
     if keyword not in re.sub(r"\\(.)", r"\1", pattern):
         raise ValueError(f"keyword {keyword!r} is not literal text of {pattern!r}")
     return Marker(
-        milestone, engine, keyword, re.compile(pattern), re.compile(unless) if unless else None
+        milestone,
+        engine,
+        keyword,
+        re.compile(pattern),
+        re.compile(unless) if unless else None,
+        needs_a_model,
     )

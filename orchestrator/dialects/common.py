@@ -127,9 +127,14 @@ MARKERS = (
     # text-generation-webui's own line once its model is in memory ("INFO:Loaded the model in
     # 5.26 seconds."; the eighth and thirty-seventh sets)
     marker(M.load_end, None, "Loaded the model in", r"Loaded the model in [0-9.]+ seconds"),
-    # gradio, as text-generation-webui launches it (with or without a model loaded: the
-    # postmortem counts it only after a model loaded, timeline.py `_a_web_ui_is_not_a_model`)
-    marker(M.ready, None, "Running on local URL:", r"Running on local URL: +https?://"),
+    # gradio, as text-generation-webui launches it, with or without a model loaded
+    marker(
+        M.ready,
+        None,
+        "Running on local URL:",
+        r"Running on local URL: +https?://",
+        needs_a_model=True,
+    ),
     marker(
         M.traffic,
         None,

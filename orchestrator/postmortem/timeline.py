@@ -30,6 +30,7 @@ from typing import BinaryIO
 import ahocorasick_rs
 
 from orchestrator.dialects.base import Marker
+from orchestrator.dialects.base import Milestone as M
 from orchestrator.dialects.reader import PHASE_MARKERS
 from orchestrator.dialects.timestamps import docker_timestamp, engine_timestamp, parse_timestamp
 from orchestrator.postmortem.families import KEYWORDS as EXCEPTION_KEYWORDS
@@ -371,19 +372,19 @@ def _scan(
     return result
 
 
-# A web UI's Gradio URL says the UI is up, with or without a model in it: text-generation-webui
-# starts with none loaded, LLaMA-Factory's board is a training UI. It says `ready` only in a
-# file that also shows a model loading or loaded, or traffic (the thirty-seventh set's
-# text-generation-webui with no model was read as serving; the rulebook's rule 6).
-_UI_URL = "Running on local URL:"
-_A_MODEL = ("shards", "load_begin", "load_end", "warmup", "traffic")
+# A web UI's Gradio URL says the UI is up, with or without a model in it (text-generation-webui
+# starts with none loaded): its ready line (`needs_a_model` in the dialect) says `ready` only in
+# a file that also shows a model loading, loaded or answering (the thirty-seventh set's UI with
+# no model was read as serving; the rulebook's rule 6).
+_A_MODEL = (M.shards, M.load_begin, M.load_end, M.warmup, M.traffic)  # StrEnum: the keys
 
 
 def _a_web_ui_is_not_a_model(result: FileScan) -> None:
-    ready = result.markers.get("ready")
-    shown = any(name in result.markers for name in _A_MODEL)
-    if ready is not None and _UI_URL in ready.text and not shown:
-        del result.markers["ready"]
+    ready = result.markers.get(M.ready)
+    if ready is None or any(name in result.markers for name in _A_MODEL):
+        return
+    if any(m.needs_a_model and m.says(ready.text) for m in MARKERS):
+        del result.markers[M.ready]
 
 
 def _placed(chunk: bytes, ls: int, le: int, state: _State) -> tuple[float | None, str]:

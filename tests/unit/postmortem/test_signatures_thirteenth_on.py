@@ -801,14 +801,6 @@ def test_tritons_prepared_request_is_serving(tmp_path: Path) -> None:
     assert d.category == "ready", d.verdict
 
 
-def test_a_launchers_engine_that_exited_before_ready_is_a_failure(tmp_path: Path) -> None:
-    # The twenty-ninth set (jjang-ai/mlxstudio#94): "Process exited before becoming ready: ...
-    # No module named vmlx_engine.cli" is a failure whose cause no category holds. Before: "no
-    # failure found", which tells a script that nothing failed.
-    d = diagnose_paste(tmp_path, by_id("vmlx-process-exited-before-becoming-ready").text)
-    assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
-
-
 def test_a_model_type_named_moe_is_not_the_moe_runner(tmp_path: Path) -> None:
     # The twenty-ninth set (gpustack#5317): "unsupported model type: qwen3_vl_moe" was read as
     # the MoE runner from the model type's name.
@@ -851,13 +843,6 @@ def test_a_value_that_cannot_be_larger_than_a_limit_is_the_engines_check(tmp_pat
     assert d.category == "config-validator-refusal", d.verdict
 
 
-def test_a_windows_launchers_pause_mid_load_is_a_failure(tmp_path: Path) -> None:
-    # The thirty-second set (FramePack#343): the batch file's `pause` glued to a shard bar at
-    # 67 %: the program died while loading. Before: "no failure found".
-    d = diagnose_paste(tmp_path, by_id("framepack-shards-67-percent-press-any-key").text)
-    assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
-
-
 def test_a_symptom_the_server_came_up_past_is_not_its_failure(tmp_path: Path) -> None:
     # The thirty-second set (InvokeAI#6277): an optional `make` that "returned non-zero exit
     # status 1" (a symptom), `Patchmatch not loaded (nonfatal)`, then uvicorn's startup: ready.
@@ -882,12 +867,6 @@ def test_a_user_namespace_limit_is_not_a_full_disk(tmp_path: Path) -> None:
     # read as the disk. A failure whose cause no category holds.
     d = diagnose_paste(tmp_path, by_id("enroot-nsenter-user-namespace-no-space").text)
     assert d.category != "disk", d.verdict
-
-
-def test_a_launchers_exit_code_is_a_failure(tmp_path: Path) -> None:
-    # The thirty-third set (PaddleNLP#6131): "LAUNCH INFO ... Exit code -15". Before: no failure.
-    d = diagnose_paste(tmp_path, by_id("paddle-launch-exit-code-minus-15").text)
-    assert d.outcome == "failed-unknown", d.verdict
 
 
 def test_a_log_listed_newest_first_is_read_by_its_stamps(tmp_path: Path) -> None:
@@ -957,14 +936,6 @@ def test_a_lost_peer_after_the_ranks_own_error_is_not_the_network(tmp_path: Path
     assert after.category == "rendezvous-network", after.verdict
 
 
-def test_a_docker_daemon_refusal_is_a_failure_whose_cause_is_its_message(tmp_path: Path) -> None:
-    # The thirty-seventh set (dgx-spark-playbooks#26): `docker: Error response from daemon:
-    # unknown or invalid runtime name: nvidia` was read as "no failure found". The container
-    # never started: a failure, its cause the daemon's message (no category holds this one).
-    d = diagnose_paste(tmp_path, by_id("docker-run-unknown-runtime-nvidia").text)
-    assert d.outcome == "failed-unknown", d.verdict
-
-
 def test_a_web_uis_gradio_url_is_ready_only_with_a_model_loaded(tmp_path: Path) -> None:
     # The seventh set read Gradio's URL as text-generation-webui serving its model; the
     # thirty-seventh showed the same line from a UI with no model loaded (rule 6: a start line
@@ -996,7 +967,28 @@ def test_a_kill_that_cuts_a_traceback_short_is_a_bare_kill(tmp_path: Path) -> No
     assert diagnose_paste(tmp_path, "\n".join(stated)).category != "out-of-memory"
 
 
-def test_a_remote_rpc_servers_crash_is_a_failure_whose_cause_is_on_its_host(tmp_path: Path) -> None:
-    # The thirty-eighth set (llama.cpp#15055): read as "no failure found" before.
-    d = diagnose_paste(tmp_path, by_id("llama-cpp-rpc-remote-server-crashed").text)
-    assert d.outcome == "failed-unknown", d.verdict
+@pytest.mark.parametrize(
+    "line_id",
+    [
+        # the twenty-ninth set (jjang-ai/mlxstudio#94): "Process exited before becoming ready:
+        # ... No module named vmlx_engine.cli"
+        "vmlx-process-exited-before-becoming-ready",
+        # the thirty-second set (FramePack#343): the batch file's `pause` glued to a shard bar at
+        # 67 %: the program died while loading
+        "framepack-shards-67-percent-press-any-key",
+        # the thirty-third set (PaddleNLP#6131): "LAUNCH INFO ... Exit code -15"
+        "paddle-launch-exit-code-minus-15",
+        # the thirty-seventh set (dgx-spark-playbooks#26): `docker: Error response from daemon:
+        # unknown or invalid runtime name: nvidia`: the container never started
+        "docker-run-unknown-runtime-nvidia",
+        # the thirty-eighth set (llama.cpp#15055): "Remote RPC server crashed or returned
+        # malformed response": the cause is in the remote server's own log
+        "llama-cpp-rpc-remote-server-crashed",
+    ],
+)
+def test_a_stated_failure_whose_cause_no_category_holds_is_failed_unknown(
+    tmp_path: Path, line_id: str
+) -> None:
+    # Each was read as "no failure found" before, which tells a script that nothing failed.
+    d = diagnose_paste(tmp_path, by_id(line_id).text)
+    assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
