@@ -83,6 +83,7 @@ MINED_SETS = (
     "thirtysixth",
     "thirtyseventh",
     "thirtyeighth",
+    "thirtyninth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -49,6 +49,10 @@ MARKERS = (
     marker(M.ready, None, "Started GRPCInferenceService at"),
     # Triton 20.x named its gRPC endpoint GRPCService (and only "Starting HTTPService")
     marker(M.ready, None, "Started GRPCService at", r"Started GRPCService at \S+:\d+"),
+    # TensorFlow Serving once its models are loaded (server.cc builds the model server, which
+    # loads them, before it exports its endpoints: "Exporting HTTP/REST API at:localhost:8501
+    # ..."; the thirty-ninth set)
+    marker(M.ready, None, "Exporting HTTP/REST API at:", r"Exporting HTTP/REST API at:\S+:\d+"),
     # MindIE's server (Ascend): "[system] [server] [Start mindie server] [success]"
     marker(M.ready, None, "[Start mindie server] [success]"),
     # Ray Serve's CLI once the application's replicas are up ("SUCC scripts.py:550 -- Deployed

@@ -46,6 +46,8 @@ KEYWORDS: tuple[bytes, ...] = (
     b"Aborted",
     b"exit code",
     b"exit status",
+    b"Exit code",
+    b"Exit status",
     b"exited with",
     b"ould not",
     b"ouldn't",
@@ -73,7 +75,7 @@ _QUIET_LEVEL = re.compile(
 )
 _SAYS_FAILED = re.compile(
     r"\b(?:[Ff]ailed|FAILED|[Oo]ut of memory|Segmentation fault|core dumped|Aborted)\b"
-    r"|\bexit(?:ed with)? (?:code|status)[:= ]*-?[1-9]"
+    r"|\b[Ee]xit(?:ed with)? (?:code|status)[:= ]*-?[1-9]"
     r"|(?:^|\s)(?:[Ee]rror|[Ff]atal):\s+\S"
     r"|\b(?:[Cc]ould(?:n't| not)|[Cc]annot|[Uu]nable to)\b"
 )

@@ -61,7 +61,7 @@ WRAP_MIN = 60  # a width under this is not a terminal's or a tracker's wrap
 # (log lines of one shape often share a length: that alone is not a wrap).
 _RECORD_START = re.compile(
     r"^(?:\[|\(|\d{4}-\d\d-\d\d|\d\d-\d\d |[A-Z]{3,8}[ :]|[IWEF]\d{3,4} |Traceback|\s+File \"|"
-    r"[\w.-]+:\d+:\d+ \[|\w[\w.-]* +\| )"
+    r"[\w.-]+:\d+:\d+ \[|\w[\w.-]* +\| |(?:error|warning|fatal|panic): )"
 )
 WRAP_REPEATS = 2  # lines that must share the width before it is taken for a wrap
 
@@ -109,9 +109,12 @@ def _wrap_width(lines: list[str]) -> int | None:
     """The width a paste was hard-wrapped at: the longest length several lines share, else the
     length of the longest line when it was cut mid-word (a paste with one long message wraps
     once; no line of a hard-wrapped paste is longer than its width)."""
-    # distinct lines only: a record printed twice (a repeated INFO line) shares its length with
-    # itself, which says nothing about a wrap
-    counts = Counter(len(line) for line in set(lines) if len(line) >= WRAP_MIN)
+    # distinct shapes only: a record printed twice (a repeated INFO line), or one template
+    # printed with other numbers of the same width (Triton's "Timeout 28: Found 1 live
+    # models" then "Timeout 27: Found 0 ..."), shares its length with itself, which says
+    # nothing about a wrap
+    shapes = {_DIGITS.sub("0", line) for line in lines}
+    counts = Counter(len(line) for line in shapes if len(line) >= WRAP_MIN)
     widths = [w for w, n in counts.items() if n >= WRAP_REPEATS]
     if widths:
         return max(widths)
@@ -119,7 +122,13 @@ def _wrap_width(lines: list[str]) -> int | None:
         return None
     longest = max(counts)
     for i, line in enumerate(lines[:-1]):
-        if len(line) == longest and _CUT_WORD.search(line) and _TAIL_START.match(lines[i + 1]):
+        tail = lines[i + 1]
+        if (
+            len(line) == longest
+            and _CUT_WORD.search(line)
+            and _TAIL_START.match(tail)
+            and not _RECORD_START.match(tail)
+        ):
             return longest
     return None
 
@@ -127,6 +136,7 @@ def _wrap_width(lines: list[str]) -> int | None:
 # A line cut inside a word ends in a letter or digit, and its tail starts with a lower-case
 # letter (`...on the devi` / `ce`): what a fixed-width wrap does and a log line seldom does.
 _CUT_WORD = re.compile(r"[A-Za-z0-9]$")
+_DIGITS = re.compile(r"[0-9]")
 _TAIL_START = re.compile(r"^[a-z]")
 
 

@@ -72,6 +72,21 @@ def test_a_record_printed_twice_is_not_taken_for_a_wrap_width() -> None:
     assert out[3] == "" and out[0] == out[1] == info
 
 
+def test_one_template_with_other_numbers_is_not_a_wrap_width() -> None:
+    # Triton's shutdown countdown prints one template with other digits of the same width;
+    # the server's last words after it ("error: creating server: ...") are a record of their
+    # own, not the countdown's tail (the thirty-ninth set, c-0008: read "no failure" before)
+    text = (
+        "I0704 06:09:11.743576 1945 server.cc:302] Timeout 28: Found 1 live models and 0"
+        " in-flight non-inference requests\n"
+        "Remove feature extractor!\n"
+        "I0704 06:09:12.743705 1945 server.cc:302] Timeout 27: Found 0 live models and 0"
+        " in-flight non-inference requests\n"
+        "error: creating server: Internal - failed to load all models\n"
+    )
+    assert tidy_text(text) == text
+
+
 def test_a_long_line_followed_by_its_own_record_is_not_joined() -> None:
     # the longest line ends a word and the next is a record of its own: not a wrap
     lines = [

@@ -383,6 +383,37 @@ from tests.unit.postmortem.paste import diagnose_paste
         # Vulkan's own code for device memory it could not allocate (the twenty-eighth set,
         # named at its freeze only by the learned model, which later retraining lost)
         ("ggml-vulkan-allocate-memory-error-out-of-device-memory", "out-of-memory"),
+        # -- the thirty-ninth set: Metal and MPS kernels, MLX's and JAX's peers, the GPU
+        # infrastructure under Kubernetes, TF Serving and XLA, the 2019-2023 loaders
+        ("ggml-metal-encode-node-unsupported-op-cpy", "unsupported-arch-kernel"),
+        ("ggml-metal-init-failed-to-initialize-metal-library", "unsupported-arch-kernel"),
+        ("mlx-metal-device-unable-to-load-kernel-nax", "unsupported-arch-kernel"),
+        ("torch-mps-operator-not-currently-implemented", "unsupported-arch-kernel"),
+        ("exo-mlx-item-evaluation-timed-out-terminating", "watchdog-timeout"),
+        ("mlx-jaccl-recv-failed-errno-2", "rendezvous-network"),
+        ("vllm-metal-paged-attention-not-enough-metal-memory-kv", "kv-cache-budget"),
+        ("trtllm-kv-cache-manager-maximum-supported-length", "kv-cache-budget"),
+        ("sglang-jax-decode-out-of-memory-lower-batch", "kv-cache-budget"),
+        ("nvrm-not-supported-by-open-nvidia-ko-gsp", "unsupported-arch-kernel"),
+        ("k8s-device-plugin-nvml-gpu-is-lost", "gpu-fault"),
+        ("gfd-unable-to-load-config-cannot-unmarshal", "config-validator-refusal"),
+        ("gcc-internal-compiler-error-killed-cc1", "out-of-memory"),
+        ("k8s-device-plugin-register-context-deadline-exceeded", "watchdog-timeout"),
+        ("hami-core-device-oom-cap", "out-of-memory"),
+        ("jax-pjrt-client-connect-barrier-timed-out", "rendezvous-network"),
+        ("jax-coordination-cluster-registration-failed", "rendezvous-network"),
+        ("tf-serving-no-versions-of-servable-found", "weights-files"),
+        ("ctranslate2-unsupported-model-binary-version", "weights-files"),
+        ("mlx-received-parameters-not-in-model", "weights-files"),
+        ("alpaca-cpp-llama-model-load-failed-to-open", "weights-files"),
+        ("llama-cpp-invalid-model-file-bad-magic", "weights-files"),
+        ("vllm-engine-keyerror-lm-head-weight", "weights-files"),
+        ("tensorflow-savev2-unknownerror-input-output-error", "disk"),
+        ("xla-attempting-to-reserve-bottom-of-memory", "out-of-memory"),
+        ("gptq-no-module-named-quant-cuda", "unsupported-arch-kernel"),
+        ("deepspeed-kernel-execution-error-8", "unsupported-arch-kernel"),
+        ("fastertransformer-api-call-not-supported-installed-driver", "unsupported-arch-kernel"),
+        ("openmpi-btl-tcp-unable-to-connect-to-peer", "rendezvous-network"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -445,6 +476,12 @@ def test_a_cuda_error_that_names_its_cause_keeps_its_category(tmp_path: Path) ->
         (
             "I1204 08:17:44.990000 1 server.cc:118] Initializing Triton Inference Server",
             "triton-2003-started-grpcservice",
+        ),
+        # TF Serving exports its REST endpoint once its models are loaded (the thirty-ninth set)
+        (
+            "2020-03-24 07:18:06.077987: I tensorflow_serving/model_servers/server.cc:358]"
+            " Running gRPC ModelServer at 0.0.0.0:8500 ...",
+            "tf-serving-exporting-http-rest-api",
         ),
     ],
 )
@@ -984,6 +1021,8 @@ def test_a_kill_that_cuts_a_traceback_short_is_a_bare_kill(tmp_path: Path) -> No
         # the thirty-eighth set (llama.cpp#15055): "Remote RPC server crashed or returned
         # malformed response": the cause is in the remote server's own log
         "llama-cpp-rpc-remote-server-crashed",
+        # the thirty-ninth set (mlx-serve): "Exit code 255" alone, capitalised
+        "mlx-serve-bare-exit-code-255",
     ],
 )
 def test_a_stated_failure_whose_cause_no_category_holds_is_failed_unknown(
