@@ -84,6 +84,8 @@ MINED_SETS = (
     "thirtyseventh",
     "thirtyeighth",
     "thirtyninth",
+    "fortieth",
+    "fortyfirst",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -131,10 +131,19 @@ ARG_CHECK_FRAMES = (
 # failed", torch's NCCLUtils; "Cuda failure 'X'", NCCL's CUDACHECK) is a CUDA call that failed
 # inside NCCL (a GPU fault, a driver/runtime problem, an NVLS/IPC setup), and vLLM's
 # pynccl_wrapper raise line `raise RuntimeError(f"NCCL error: {error_str}")` is a template that
-# names no result at all. A DistBackendError or an "NCCL error" saying so is not a network error.
+# names no result at all. ncclInvalidUsage ("invalid usage (run with NCCL_DEBUG=WARN for
+# details)") is the caller's misuse of NCCL (two ranks on one GPU: "Duplicate GPU detected"; a
+# wrong rank or count), never the network (the fortieth set, a-0003). A DistBackendError or an
+# "NCCL error" saying so is not a network error.
 _NOT_THE_NETWORK = (
     r"unhandled cuda error|ncclUnhandledCudaError|Call to CUDA function failed|[Cc]uda failure|"
-    r"NCCL error: \{error_str\}"
+    r"NCCL error: \{error_str\}|'invalid usage|ncclInvalidUsage"
+)
+
+# Python's words for a call that does not fit the function it calls (a TypeError)
+_CALL_MISMATCH = (
+    r"got an unexpected keyword argument|missing [0-9]+ required (?:positional|keyword-only) "
+    r"argument|takes [0-9]+ positional arguments? but [0-9]+ (?:were|was) given"
 )
 
 FAMILIES: tuple[Family, ...] = (
@@ -189,7 +198,18 @@ FAMILIES: tuple[Family, ...] = (
     # any class (a TypeError, a Triton CompilationError, a C++ what()) whose message names the
     # MoE code, before the architecture family: `W4AFP8 MoE is unsupported on SM89` is a MoE
     # runner without kernels for this GPU (the corpus README's rule), not a kernel image
-    _f("moe-runner", "medium", None, _MOE_WORDS, "the MoE layer or runner"),
+    # (not a call that does not fit the function it calls: `FusedMoE.__init__() got an
+    # unexpected keyword argument 'reduce_results'` is a model file or plugin written for another
+    # release of the engine, an API drift that says nothing of the runner chosen; a wrong
+    # category costs more than `unknown`, the fortieth set's d-0005)
+    _f(
+        "moe-runner",
+        "medium",
+        None,
+        _MOE_WORDS,
+        "the MoE layer or runner",
+        unless=_CALL_MISMATCH,
+    ),
     # Triton refusing FP8 E4M3 below sm_89/sm_90 (`type fp8e4nv not supported in this
     # architecture`): the engines' Triton FP8 kernels on such GPUs are the fused-MoE ones (dense
     # FP8 takes Marlin/CUTLASS there), so the MoE runner cannot run here (the corpus README's
@@ -318,7 +338,7 @@ FAMILIES: tuple[Family, ...] = (
         "rendezvous-network",
         "medium",
         None,
-        r"nccl(?:Internal|System|Remote|InvalidUsage)|(?i:NCCL error)(?!.*unhandled cuda)|[Gg]loo|"
+        r"nccl(?:Internal|System|Remote)|(?i:NCCL error)(?!.*unhandled cuda)|[Gg]loo|"
         r"Connection (?:refused|reset|closed|timed out)|TCPStore|rendezvous|MASTER_ADDR|"
         r"[Ss]ocket|[Nn]etwork is unreachable|[Nn]o route to host|Address already in use|"
         r"IoException|c10d",
@@ -363,7 +383,9 @@ FAMILIES: tuple[Family, ...] = (
         "the engine refusing the flags or backend for this model",
         # a device runtime's error code is not the engine refusing a flag ("level_zero backend
         # failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)": the twenty-fifth set)
-        unless=r"backend failed with error|_RESULT_ERROR_|CUDA error|HIP error",
+        # (an NCCL result is the collective library's, never the engine's argument check: its
+        # "invalid usage" says "invalid"; the fortieth set)
+        unless=r"backend failed with error|_RESULT_ERROR_|CUDA error|HIP error|NCCL error",
     ),
     # a ValueError in the engine's argument/config checks says what a value must be (vLLM
     # config/*.py, arg_utils: "must be greater than", "can only be set with", "Cannot set both")

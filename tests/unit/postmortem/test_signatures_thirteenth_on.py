@@ -414,6 +414,30 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("deepspeed-kernel-execution-error-8", "unsupported-arch-kernel"),
         ("fastertransformer-api-call-not-supported-installed-driver", "unsupported-arch-kernel"),
         ("openmpi-btl-tcp-unable-to-connect-to-peer", "rendezvous-network"),
+        # -- the fortieth and forty-first sets: TensorRT-LLM's registry, click's and vLLM's
+        # refusals, Mooncake's metadata store, Ray's lost node, HCCL's bootstrap, kernel tables
+        # without this platform, NVMe paths, NCCL's /dev/shm segment
+        ("ray-start-click-got-unexpected-extra-arguments", "config-validator-refusal"),
+        ("trtllm-unknown-architecture-for-automodelforcausallm", "config-validator-refusal"),
+        (
+            "vllm-pipeline-parallelism-not-supported-yet-with-multiprocessing",
+            "config-validator-refusal",
+        ),
+        ("vllm-free-memory-less-than-desired-utilization-short", "kv-cache-budget"),
+        ("torch-npu-workspace-allocator-npu-out-of-memory", "out-of-memory"),
+        ("llama-cpp-params-fit-not-implemented-split-mode-tensor", "config-validator-refusal"),
+        ("ktransformers-key-not-found-in-safetensor-files", "weights-files"),
+        ("vllm-moe-wna16-only-silu-activation-supported", "moe-runner"),
+        ("llama-cpp-failed-to-parse-chat-template-defaulting-chatml", "tokenizer-config"),
+        ("mooncake-cannot-publish-segments-check-etcd-connectivity", "rendezvous-network"),
+        ("mooncake-tcp-transport-cannot-publish-segments-metadata", "rendezvous-network"),
+        ("mooncake-coro-rpc-client-closed-reconnect", "rendezvous-network"),
+        ("ray-gcs-node-marked-dead-missed-heartbeats", "rendezvous-network"),
+        ("vllm-gaudi-keyerror-platformenum-hpu", "unsupported-arch-kernel"),
+        ("flashinfer-sm120-decode-dsv4-launch-failed", "unsupported-arch-kernel"),
+        ("xllm-hccl-get-root-info-failed", "rendezvous-network"),
+        ("nvme-no-usable-path-requeuing-io", "disk"),
+        ("nccl-error-while-creating-shared-memory-segment", "disk"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1023,6 +1047,9 @@ def test_a_kill_that_cuts_a_traceback_short_is_a_bare_kill(tmp_path: Path) -> No
         "llama-cpp-rpc-remote-server-crashed",
         # the thirty-ninth set (mlx-serve): "Exit code 255" alone, capitalised
         "mlx-serve-bare-exit-code-255",
+        # the fortieth set: NCCL's "invalid usage" is the caller's misuse, not the network
+        # (TensorRT-LLM#9263)
+        "trtllm-nccl-communicator-invalid-usage",
     ],
 )
 def test_a_stated_failure_whose_cause_no_category_holds_is_failed_unknown(
@@ -1031,3 +1058,17 @@ def test_a_stated_failure_whose_cause_no_category_holds_is_failed_unknown(
     # Each was read as "no failure found" before, which tells a script that nothing failed.
     d = diagnose_paste(tmp_path, by_id(line_id).text)
     assert (d.outcome, d.category) == ("failed-unknown", "unknown"), d.verdict
+
+
+def test_nccls_last_error_names_the_cause_its_system_error_only_states(tmp_path: Path) -> None:
+    # "unhandled system error" says a call under NCCL failed; the "Last error:" line after it
+    # says which: a /dev/shm segment it could not create is the node's, not the network (the
+    # forty-first set, production-stack#276)
+    d = diagnose_paste(
+        tmp_path,
+        by_id("torch-nccl-unhandled-system-error").text,
+        by_id("nccl-error-while-creating-shared-memory-segment").text,
+    )
+    assert (d.category, d.outcome) == ("disk", "failed"), d.verdict
+    alone = diagnose_paste(tmp_path, by_id("torch-nccl-unhandled-system-error").text)
+    assert alone.category == "rendezvous-network", alone.verdict
