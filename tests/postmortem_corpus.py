@@ -86,6 +86,7 @@ MINED_SETS = (
     "thirtyninth",
     "fortieth",
     "fortyfirst",
+    "fortysecond",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

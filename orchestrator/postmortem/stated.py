@@ -44,6 +44,7 @@ KEYWORDS: tuple[bytes, ...] = (
     b"Segmentation fault",
     b"core dumped",
     b"Aborted",
+    b"*** SIG",
     b"exit code",
     b"exit status",
     b"Exit code",
@@ -78,6 +79,9 @@ _SAYS_FAILED = re.compile(
     r"|\b[Ee]xit(?:ed with)? (?:code|status)[:= ]*-?[1-9]"
     r"|(?:^|\s)(?:[Ee]rror|[Ff]atal):\s+\S"
     r"|\b(?:[Cc]ould(?:n't| not)|[Cc]annot|[Uu]nable to)\b"
+    # a fatal signal's handler (abseil's and glog's: "*** SIGBUS received at time=...",
+    # "*** SIGSEGV (@0x0) received by PID 7"; the forty-second set's raylet)
+    r"|\*\*\* SIG[A-Z]+ (?:received|\(@)"
 )
 # Words that say nothing failed: counters at zero, conditionals, a test suite's summary.
 _NOTHING_FAILED = re.compile(

@@ -438,6 +438,17 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("xllm-hccl-get-root-info-failed", "rendezvous-network"),
         ("nvme-no-usable-path-requeuing-io", "disk"),
         ("nccl-error-while-creating-shared-memory-segment", "disk"),
+        # -- the forty-second set: HCCL's task timeout, an OOM kill without its pid, a MoE shard
+        # off the quantization block, nvcc older than the GPU, a NIM's profiles, SGLang's KV
+        # bootstrap and host cache, a CUDA call a vGPU does not support
+        ("hccl-taskexecstage-timeout-aicpu-task-run-failed", "watchdog-timeout"),
+        ("oom-killer-killed-process-no-pid-sglang-scheduler", "out-of-memory"),
+        ("moe-gate-up-output-size-not-divisible-block-n", "moe-runner"),
+        ("nvcc-value-compute-86-not-defined-gpu-architecture", "unsupported-arch-kernel"),
+        ("nim-not-all-provided-profiles-supported", "config-validator-refusal"),
+        ("sglang-prefill-failed-to-register-to-bootstrap-server", "rendezvous-network"),
+        ("sglang-hicache-not-enough-host-memory", "kv-cache-budget"),
+        ("turbomind-cuda-runtime-error-operation-not-supported", "unsupported-arch-kernel"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1050,6 +1061,9 @@ def test_a_kill_that_cuts_a_traceback_short_is_a_bare_kill(tmp_path: Path) -> No
         # the fortieth set: NCCL's "invalid usage" is the caller's misuse, not the network
         # (TensorRT-LLM#9263)
         "trtllm-nccl-communicator-invalid-usage",
+        # the forty-second set (DeepEyes#49): a raylet's "*** SIGBUS received at time=...": a
+        # fatal signal is a failure, its cause not in the line
+        "raylet-sigbus-received-at-time",
     ],
 )
 def test_a_stated_failure_whose_cause_no_category_holds_is_failed_unknown(
