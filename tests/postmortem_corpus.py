@@ -87,6 +87,7 @@ MINED_SETS = (
     "fortieth",
     "fortyfirst",
     "fortysecond",
+    "fortythird",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -83,6 +83,14 @@ MARKERS = (
         "| processing task",
         r"launch_slot_: id +\d+ \| task \d+ \| processing task",
     ),
+    # llama.cpp's server timing a request it decodes ("slot print_timing: id  3 | task 0 |
+    # n_decoded = 1196, tg = 12.91 t/s"; 2026, the forty-third set): printed only while serving
+    marker(
+        M.traffic,
+        None,
+        "slot print_timing:",
+        r"slot print_timing: id +\d+ \| task \d+ \|",
+    ),
     # llama.cpp's server access log (log_server_request, 2024-2025): "request: POST
     # /completion 127.0.0.1 200" (a 503 is its answer while still loading; the twenty-eighth
     # set, y-0014)

@@ -170,6 +170,20 @@ FAMILIES: tuple[Family, ...] = (
         "a model type the installed transformers does not know",
         frames=r"models/auto/(?:configuration_auto|tokenization_auto|auto_factory)\.py",
     ),
+    # a ValueError raised by transformers' own config code (the innermost frame a model's
+    # configuration_*.py, configuration_auto.py or configuration_utils.py): the installed
+    # transformers cannot load this model's config, whichever engine asked (a llama3-style
+    # `rope_scaling` an older LlamaConfig refuses; a remote config whose name is already
+    # registered; the forty-third set), not the engine refusing a flag
+    _f(
+        "tokenizer-config",
+        "medium",
+        r"^ValueError$",
+        None,
+        "the installed transformers cannot load this model's config",
+        frames=r"transformers/(?:models/[a-z0-9_]+/configuration_[a-z0-9_]+|configuration_utils)"
+        r"\.py$",
+    ),
     # a library the tokenizer's code imports is missing, raised inside the tokenizer's load
     # (tiktoken's `import blobfile` for Kimi-K2; the thirty-fourth set)
     _f(

@@ -61,7 +61,10 @@ WRAP_MIN = 60  # a width under this is not a terminal's or a tracker's wrap
 # (log lines of one shape often share a length: that alone is not a wrap).
 _RECORD_START = re.compile(
     r"^(?:\[|\(|\d{4}-\d\d-\d\d|\d\d-\d\d |[A-Z]{3,8}[ :]|[IWEF]\d{3,4} |Traceback|\s+File \"|"
-    r"[\w.-]+:\d+:\d+ \[|\w[\w.-]* +\| |(?:error|warning|fatal|panic): )"
+    r"[\w.-]+:\d+:\d+ \[|\w[\w.-]* +\| |(?:error|warning|fatal|panic): "
+    # a C function's name then its message (llama.cpp's and ggml's `alloc_tensor_range:
+    # failed to allocate ...`, `llama_init_from_model: ...`): a record, not a wrap's tail
+    r"|[a-z]+_[a-z0-9_]+: )"
 )
 WRAP_REPEATS = 2  # lines that must share the width before it is taken for a wrap
 

@@ -32,6 +32,24 @@ SGLANG = "/sgl-workspace/sglang/python/sglang/srt"
         # TensorRT-LLM _torch/modules/fused_moe/quantization.py: a MoE quantization without
         # kernels for this SM is the MoE runner's, not a kernel-image failure
         ("NotImplementedError: W4AFP8 MoE is unsupported on SM89.", "", "moe-runner", "medium"),
+        # transformers' own config class refusing the model's config (the forty-third set,
+        # runpod-workers/worker-vllm#88): the installed transformers cannot load it, even when
+        # an engine's config code is further up the stack
+        (
+            "ValueError: `rope_scaling` must be a dictionary with two fields, `type` and `factor`",
+            "/usr/local/lib/python3.10/dist-packages/vllm/config.py "
+            "/usr/local/lib/python3.10/dist-packages/transformers/models/llama/configuration_llama.py",
+            "tokenizer-config",
+            "medium",
+        ),
+        # ... but not when transformers' config code is only further up the stack
+        (
+            "ValueError: Total number of attention heads (64) must be divisible by tensor parallel size (3).",
+            "/usr/local/lib/python3.10/dist-packages/transformers/configuration_utils.py "
+            f"{VLLM}/config.py",
+            "config-validator-refusal",
+            "medium",
+        ),
         # a no-kernel-image error outside MoE code stays the architecture's
         ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "", "unsupported-arch-kernel", "medium"),
         # vllm quantization/compressed_tensors/compressed_tensors_moe.py

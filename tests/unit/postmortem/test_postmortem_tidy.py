@@ -87,6 +87,18 @@ def test_one_template_with_other_numbers_is_not_a_wrap_width() -> None:
     assert tidy_text(text) == text
 
 
+def test_a_c_functions_record_after_the_longest_line_is_not_its_tail() -> None:
+    # llama.cpp's allocator line is the paste's longest, ends in a word, and the next record
+    # starts in lower case with its function's name: not a wrap (the forty-third set, f-0007;
+    # joined, the KV cache's own line was read two lines off and memory running out won)
+    text = (
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 2048.00 MiB on device 0:"
+        " cudaMalloc failed: out of memory\n"
+        "alloc_tensor_range: failed to allocate ROCm0 buffer of size 2147483648\n"
+    )
+    assert tidy_text(text) == text
+
+
 def test_a_long_line_followed_by_its_own_record_is_not_joined() -> None:
     # the longest line ends a word and the next is a record of its own: not a wrap
     lines = [
