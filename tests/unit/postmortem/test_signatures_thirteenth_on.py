@@ -402,6 +402,7 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("hami-core-device-oom-cap", "out-of-memory"),
         ("jax-pjrt-client-connect-barrier-timed-out", "rendezvous-network"),
         ("jax-coordination-cluster-registration-failed", "rendezvous-network"),
+        ("jax-barrier-timed-out-init-wait-for-all-tasks-to-register", "rendezvous-network"),
         ("tf-serving-no-versions-of-servable-found", "weights-files"),
         ("ctranslate2-unsupported-model-binary-version", "weights-files"),
         ("mlx-received-parameters-not-in-model", "weights-files"),
