@@ -76,6 +76,41 @@ def test_every_pattern_of_every_signature_is_exercised_by_some_real_line(sig_id:
         assert any(regex.search(t) for t in texts), f"{sig_id}: {regex.pattern} matches no fixture"
 
 
+def _top_level_alternatives(regex: str) -> list[str]:
+    """`a|b(c|d)` -> ["a", "b(c|d)"]: the branches a match must take one of."""
+    alts, depth, cur, i, in_class = [], 0, "", 0, False
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            cur += regex[i : i + 2]
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "|" and depth == 0:
+            alts.append(cur)
+            cur, i = "", i + 1
+            continue
+        cur += ch
+        i += 1
+    return [*alts, cur]
+
+
+@pytest.mark.parametrize("sig_id", IDS)
+def test_every_alternative_of_a_pattern_holds_its_keyword(sig_id: str) -> None:
+    # The scan decodes only lines the keyword prefilter lets through: an alternative without
+    # the keyword (`...registration failed|Id: \[Init\]Wait_for_all...` under the keyword
+    # "registration failed") can never match, however real its line (found at stop 41).
+    for pattern in SIGS[sig_id].sig.patterns:
+        for alt in _top_level_alternatives(pattern.regex):
+            plain = alt.replace("\\", "")
+            assert any(k in plain for k in pattern.keyword), f"{sig_id}: {alt!r} lacks a keyword"
+
+
 @pytest.mark.parametrize("sig_id", IDS)
 def test_every_signature_says_what_to_do_and_where_it_was_seen(sig_id: str) -> None:
     sig = SIGS[sig_id].sig
