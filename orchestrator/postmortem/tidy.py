@@ -116,8 +116,9 @@ def _wrap_width(lines: list[str]) -> int | None:
     # printed with other numbers of the same width (Triton's "Timeout 28: Found 1 live
     # models" then "Timeout 27: Found 0 ..."), shares its length with itself, which says
     # nothing about a wrap
-    shapes = {_DIGITS.sub("0", line) for line in lines}
-    counts = Counter(len(line) for line in shapes if len(line) >= WRAP_MIN)
+    # (masking keeps a line's length, so only the lines long enough to set a width are masked)
+    shapes = {_DIGITS.sub("0", line) for line in lines if len(line) >= WRAP_MIN}
+    counts = Counter(len(line) for line in shapes)
     widths = [w for w, n in counts.items() if n >= WRAP_REPEATS]
     if widths:
         return max(widths)
