@@ -88,6 +88,7 @@ MINED_SETS = (
     "fortyfirst",
     "fortysecond",
     "fortythird",
+    "fortyfourth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -58,4 +58,13 @@ MARKERS = (
         "KV Transfer metrics: Num successful transfers=",
         r"KV Transfer metrics: Num successful transfers=[1-9]",
     ),
+    # V1's speculative decoding statistics: logged only for drafts proposed since the last
+    # line, so only while requests are served ("SpecDecoding metrics: Draft acceptance rate:
+    # 88.8%, Mean acceptance length: 5.44, ..."; the forty-fourth set, c-0007)
+    marker(
+        M.traffic,
+        ENGINE,
+        "SpecDecoding metrics: ",
+        r"SpecDecoding metrics: (?:Draft acceptance rate|Mean acceptance length): [\d.]+",
+    ),
 )

@@ -457,6 +457,23 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("sgl-kernel-no-module-named-infllm-ops", "unsupported-arch-kernel"),
         ("radv-amdgpu-not-enough-memory-for-command-submission", "out-of-memory"),
         ("llama-cpp-rocm-cudamalloc-tensor-range-kv-cache-three-lines", "kv-cache-budget"),
+        # -- the forty-fourth set: Transformers' GGUF loader and a reasoning parser's end token,
+        # TensorRT-LLM's MPI world, TensorRT's plan from another GPU, the driver older than the
+        # runtime, AITER's chip table, vLLM 0.6's RPC health check, SQLite's EIO, vLLM's shape
+        # assert and safetensors slices, GPTQModel's backend format, Triton's config.pbtxt
+        ("transformers-gguf-architecture-olmo2-not-supported", "tokenizer-config"),
+        ("sglang-think-end-token-must-encode-one-token", "tokenizer-config"),
+        ("trtllm-leader-mode-mpi-worldsize-tp-times-pp", "config-validator-refusal"),
+        ("tensorrt-engine-plan-incompatible-device-compute", "unsupported-arch-kernel"),
+        ("cuda-driver-version-insufficient-for-runtime", "unsupported-arch-kernel"),
+        ("aiter-unknown-gpu-architecture-gfx1101", "unsupported-arch-kernel"),
+        ("vllm-rpc-client-server-didnt-reply-within-ms", "watchdog-timeout"),
+        ("sqlite-operational-error-disk-io-error", "disk"),
+        ("vllm-weight-loader-assert-param-shape", "weights-files"),
+        ("vllm-awq-safetensors-pysafeslice-no-attribute", "weights-files"),
+        ("gptqmodel-vllm-backend-only-supports-format-gptq", "config-validator-refusal"),
+        ("triton-unable-to-find-backend-library-placeholder", "config-validator-refusal"),
+        ("triton-autofill-max-batch-engine-only-supports", "config-validator-refusal"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -756,6 +773,21 @@ def test_an_amdgpu_page_fault_is_a_failure_that_does_not_say_why(tmp_path: Path)
     # or the driver's fault; the line does not say which). Before: "no failure found".
     d = diagnose_paste(tmp_path, by_id("amdgpu-gfxhub-page-fault").text)
     assert d.outcome == "failed-unknown", d.verdict
+    # the ROCm runtime's own words for it in the process's log (the forty-fourth set, e-0004)
+    d = diagnose_paste(tmp_path, by_id("hsa-memory-access-fault-by-gpu-node").text)
+    assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_a_triton_backend_the_image_lacks_is_not_a_refused_config(tmp_path: Path) -> None:
+    # Only a template's unfilled placeholder is the config's fault (the forty-fourth set); a real
+    # backend name the image does not ship stays unnamed (the eighteenth set, m-0007)
+    line = (
+        "E0120 08:28:09.425599 2049 model_lifecycle.cc:654] \"failed to load 'tensorrt_llm' "
+        "version 1: Invalid argument: unable to find backend library for backend "
+        "'tensorrtllm', try specifying runtime on the model configuration.\""
+    )
+    d = diagnose_paste(tmp_path, line)
+    assert d.category != "config-validator-refusal", d.verdict
 
 
 def test_a_paste_that_ends_on_a_request_answered_500_is_a_failure_without_a_ready_line(
@@ -903,6 +935,9 @@ def test_a_model_type_named_moe_is_not_the_moe_runner(tmp_path: Path) -> None:
         "tei-router-http-server-ready",
         # the thirty-first set: Infinity's batch handler, as rich wraps it
         "infinity-emb-ready-to-batch-requests-wrapped",
+        # the forty-fourth set: V1's speculative decoding statistics, logged only for drafts
+        # proposed since its last line
+        "vllm-specdecoding-metrics-accepted-throughput",
     ],
 )
 def test_the_thirtieth_on_serving_lines_are_ready(tmp_path: Path, line_id: str) -> None:
