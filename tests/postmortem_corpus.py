@@ -89,6 +89,7 @@ MINED_SETS = (
     "fortysecond",
     "fortythird",
     "fortyfourth",
+    "fortyfifth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

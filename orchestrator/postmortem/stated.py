@@ -83,10 +83,14 @@ _SAYS_FAILED = re.compile(
     # "*** SIGSEGV (@0x0) received by PID 7"; the forty-second set's raylet)
     r"|\*\*\* SIG[A-Z]+ (?:received|\(@)"
 )
-# Words that say nothing failed: counters at zero, conditionals, a test suite's summary.
+# Words that say nothing failed: counters at zero, conditionals, a test suite's summary, and
+# SGLang's scheduler retracting a request when its KV pool is full ("Decode out of memory
+# happened. #retracted_reqs: 1, ...": logger.info in scheduler.py, printed without its level; the
+# request is requeued and the server serves on; the forty-fifth set, b-0005).
 _NOTHING_FAILED = re.compile(
     r"\b0 failed\b|\bfailed[=:]\s*0\b|\bif (?:it |this |that )?fail|\bon failure\b"
     r"|\bfailed_?requests?\W+0\b"
+    r"|\b[Dd]ecode out of memory happened[.,] #retracted_reqs"
 )
 
 

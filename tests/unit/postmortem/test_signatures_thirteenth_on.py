@@ -474,6 +474,23 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("gptqmodel-vllm-backend-only-supports-format-gptq", "config-validator-refusal"),
         ("triton-unable-to-find-backend-library-placeholder", "config-validator-refusal"),
         ("triton-autofill-max-batch-engine-only-supports", "config-validator-refusal"),
+        # -- the forty-fifth set: SGLang's disaggregation timer, Mooncake's ascend_direct and a
+        # RoCE queue pair timing out, vllm.rs's KV planner, LM Studio's context, NCCL's calloc
+        # and torch_memory_saver's cuMemCreate, CANN's EL0004 and FFTS+ timer, vllm-omni's
+        # orchestrator, an Ascend operator without its binary, an HPU backend without
+        # encoder-decoder attention
+        ("sglang-decode-fail-to-receive-kv-transfer-done-signal", "watchdog-timeout"),
+        ("mooncake-ascend-direct-connect-timeout-to", "rendezvous-network"),
+        ("uccl-failed-to-modify-qp-to-rtr-connection-timed-out", "rendezvous-network"),
+        ("vllm-rs-insufficient-gpu-memory-for-kvcache", "kv-cache-budget"),
+        ("lmstudio-failed-to-initialize-context-kv-cache-buffer", "kv-cache-budget"),
+        ("nccl-last-error-failed-to-cuda-calloc-async", "out-of-memory"),
+        ("torch-memory-saver-cu-mem-create-result-2", "out-of-memory"),
+        ("cann-memory-allocation-failure-el0004-ge", "out-of-memory"),
+        ("hccl-fftsplus-task-timeout-during-task-execution", "watchdog-timeout"),
+        ("vllm-omni-orchestrator-initialization-timeout-stages", "watchdog-timeout"),
+        ("ascend-aclnn-binary-info-config-opp-kernel-missing", "unsupported-arch-kernel"),
+        ("vllm-hpu-attention-encoder-decoder-not-implemented", "config-validator-refusal"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1137,3 +1154,25 @@ def test_nccls_last_error_names_the_cause_its_system_error_only_states(tmp_path:
     assert (d.category, d.outcome) == ("disk", "failed"), d.verdict
     alone = diagnose_paste(tmp_path, by_id("torch-nccl-unhandled-system-error").text)
     assert alone.category == "rendezvous-network", alone.verdict
+
+
+def test_sglangs_retraction_when_its_kv_pool_is_full_is_serving_not_a_failure(
+    tmp_path: Path,
+) -> None:
+    # "Decode out of memory happened" is SGLang's scheduler requeueing a request (logger.info,
+    # printed without its level); the server serves on (the forty-fifth set, b-0005)
+    serving = "[2025-01-06 02:58:41 TP0] Decode batch. #running-req: 2, #token: 307801, token usage: 1.00, gen throughput (token/s): 10.93, #queue-req: 0"
+    retract = "[2025-01-06 02:58:44 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.9446"
+    d = diagnose_paste(tmp_path, serving, retract)
+    assert d.category == "ready", d.verdict
+
+
+def test_an_oom_before_a_watchdog_is_the_cause_not_the_watchdog(tmp_path: Path) -> None:
+    # torch_memory_saver's cuMemCreate ran out on one worker; another rank's collective then
+    # timed out (the forty-fifth set, b-0003, verl)
+    d = diagnose_paste(
+        tmp_path,
+        by_id("torch-memory-saver-cu-mem-create-result-2").text,
+        "[2025-05-09 17:37:48] (WorkerDict pid=60510) [rank3]:[E509 17:37:47.665078263 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1420, OpType=COALESCED, NumelIn=48660480, NumelOut=778567680, Timeout(ms)=1800000) ran for 1800033 milliseconds before timing out.",
+    )
+    assert d.category == "out-of-memory", d.verdict
