@@ -90,6 +90,7 @@ MINED_SETS = (
     "fortythird",
     "fortyfourth",
     "fortyfifth",
+    "fortysixth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -45,6 +45,7 @@ KEYWORDS: tuple[bytes, ...] = (
     b"core dumped",
     b"Aborted",
     b"*** SIG",
+    b"ggml_abort+0x",
     b"exit code",
     b"exit status",
     b"Exit code",
@@ -82,6 +83,10 @@ _SAYS_FAILED = re.compile(
     # a fatal signal's handler (abseil's and glog's: "*** SIGBUS received at time=...",
     # "*** SIGSEGV (@0x0) received by PID 7"; the forty-second set's raylet)
     r"|\*\*\* SIG[A-Z]+ (?:received|\(@)"
+    # ggml's abort handler printing its backtrace ("libggml-base.so(ggml_abort+0x152)[0x...]"):
+    # the process aborted, even when the paste lost the message before it (the forty-sixth set,
+    # llama-server after it served)
+    r"|\(ggml_abort\+0x[0-9a-f]+\)"
 )
 # Words that say nothing failed: counters at zero, conditionals, a test suite's summary, and
 # SGLang's scheduler retracting a request when its KV pool is full ("Decode out of memory

@@ -491,6 +491,17 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("vllm-omni-orchestrator-initialization-timeout-stages", "watchdog-timeout"),
         ("ascend-aclnn-binary-info-config-opp-kernel-missing", "unsupported-arch-kernel"),
         ("vllm-hpu-attention-encoder-decoder-not-implemented", "config-validator-refusal"),
+        # -- the forty-sixth set: a MoE runner without the router weight on its input, NCCL's
+        # connect that never completed, HCCL's EI0006 by its fingerprint name, shortfin's KV
+        # pages, llama.cpp's tensor of the wrong shape, TensorRT-LLM's MODEL_MAP, a tensor the
+        # model class lacks as a bare KeyError
+        ("sglang-flashinfer-moe-apply-router-weight-on-input", "moe-runner"),
+        ("nccl-socketpollconnect-no-pollout-events", "rendezvous-network"),
+        ("hccl-communication-error-get-socket-ei0006", "rendezvous-network"),
+        ("shortfin-cache-allocation-failure-pagepool", "kv-cache-budget"),
+        ("llama-cpp-check-tensor-dims-wrong-shape", "weights-files"),
+        ("trtllm-build-model-map-architecture-keyerror", "config-validator-refusal"),
+        ("sglang-load-weights-keyerror-tensor-name", "weights-files"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1176,3 +1187,17 @@ def test_an_oom_before_a_watchdog_is_the_cause_not_the_watchdog(tmp_path: Path) 
         "[2025-05-09 17:37:48] (WorkerDict pid=60510) [rank3]:[E509 17:37:47.665078263 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1420, OpType=COALESCED, NumelIn=48660480, NumelOut=778567680, Timeout(ms)=1800000) ran for 1800033 milliseconds before timing out.",
     )
     assert d.category == "out-of-memory", d.verdict
+
+
+def test_ggmls_abort_backtrace_after_serving_is_a_failure_not_ready(tmp_path: Path) -> None:
+    # llama-server took a request, then ggml aborted; the paste kept only the backtrace (the
+    # forty-sixth set, f-0008: it was called `ready`)
+    d = diagnose_paste(
+        tmp_path,
+        "slot launch_slot_: id  2 | task 1950 | processing task",
+        "libggml-base.so(ggml_print_backtrace+0x21f)[0x72edb99cd82f]",
+        "libggml-base.so(ggml_abort+0x152)[0x72edb99cda02]",
+        "/app/llama-server(+0xfb930)[0x59655a083930]",
+    )
+    assert d.category != "ready", d.verdict
+    assert d.outcome == "failed-unknown", d.verdict
