@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # `make test`'s pytest: the groups of tests/conftest.py in five lanes side by side (staggered on
-# a slow machine: see below), each group
-# one pytest process: the netns tier on its first, second and third testbeds (one lane each:
-# that tier mostly waits); the built-in cluster and then the engines tier (one after the other:
+# a slow machine: see below), each group one pytest process: the netns tier on its first,
+# second and third testbeds (one lane each: that tier mostly waits); the built-in cluster and then the engines tier (one after the other:
 # the engines tier's imports evict page cache the built-in cluster's nodes share with this
 # machine); and the engines' parsers installed, then the rest (unit, transport, ansible: the
 # CPU-bound part, while the other lanes mostly wait). The install runs beside the tiers rather
@@ -45,7 +44,8 @@ engines_after_install() {  # the engines group, once the install has ended (it b
 # they were tuned on (a small VM: 2 million loop steps in 0.66 s, where a workstation takes about
 # 0.1 s), five lanes side by side starve them and boots miss those deadlines. There the lanes
 # are staggered: the built-in cluster first, beside only the niced CPU lane, then the three
-# netns lanes together, then the engines tier. Slower, not weaker: every test still runs. TIERS_STAGGER=1 or 0 forces either layout.
+# netns lanes together, then the engines tier. Slower, not weaker: every test still runs.
+# TIERS_STAGGER=1 or 0 forces either layout.
 probe_s=$("$py" -c '
 import time
 t = time.perf_counter()
@@ -72,11 +72,7 @@ if [ "$stagger" = 1 ]; then
   ( run_group builtin-cluster "$@"; netns_lanes "$@"; engines_after_install "$@" ) &
   lanes+=($!)
 else
-  run_group netns "$@" &
-  lanes+=($!)
-  run_group netns-2 "$@" &
-  lanes+=($!)
-  run_group netns-3 "$@" &
+  netns_lanes "$@" &
   lanes+=($!)
   ( run_group builtin-cluster "$@"; engines_after_install "$@" ) &
   lanes+=($!)
