@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make test`'s pytest: the groups of tests/conftest.py in five lanes side by side (staggered on
 # a slow machine: see below), each group one pytest process: the netns tier on its first,
-# second and third testbeds (one lane each: that tier mostly waits); the built-in cluster and then the engines tier (one after the other:
-# the engines tier's imports evict page cache the built-in cluster's nodes share with this
-# machine); and the engines' parsers installed, then the rest (unit, transport, ansible: the
+# second and third testbeds (one lane each: that tier mostly waits); the built-in cluster and
+# then the engines tier (one after the other: the engines tier's imports evict page cache the
+# built-in cluster's nodes share with this machine); and the engines' parsers installed, then the rest (unit, transport, ansible: the
 # CPU-bound part, while the other lanes mostly wait). The install runs beside the tiers rather
 # than before them: the engines tier is the only one that needs it, and it starts last. Each
 # group's report, its 25 slowest tests included, is printed once every lane is done; the run
