@@ -3,8 +3,8 @@
 # a slow machine: see below), each group one pytest process: the netns tier on its first,
 # second and third testbeds (one lane each: that tier mostly waits); the built-in cluster and
 # then the engines tier (one after the other: the engines tier's imports evict page cache the
-# built-in cluster's nodes share with this machine); and the engines' parsers installed, then the rest (unit, transport, ansible: the
-# CPU-bound part, while the other lanes mostly wait). The install runs beside the tiers rather
+# built-in cluster's nodes share with this machine); and the engines' parsers installed, then
+# the rest (unit, transport, ansible: the CPU-bound part, while the other lanes mostly wait). The install runs beside the tiers rather
 # than before them: the engines tier is the only one that needs it, and it starts last. Each
 # group's report, its 25 slowest tests included, is printed once every lane is done; the run
 # fails if any group (or the install) failed. Extra arguments go to every pytest.
