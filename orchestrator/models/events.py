@@ -16,7 +16,7 @@ import time
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import ConfigDict, Field, TypeAdapter, field_validator
 
 from orchestrator.models.base import StrictModel
 from orchestrator.models.bench import SmokeResult
@@ -164,4 +164,6 @@ Record = Annotated[
 ]
 """Every kind of line `events.jsonl` holds."""
 
-RECORD: TypeAdapter[Record] = TypeAdapter(Record)
+# Built at its first use, not at import: the postmortem of a pasted log never reads an
+# events.jsonl, and this schema is most of this module's import time.
+RECORD: TypeAdapter[Record] = TypeAdapter(Record, config=ConfigDict(defer_build=True))

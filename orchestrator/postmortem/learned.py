@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -44,7 +44,7 @@ NEVER = ("ready", "unknown")  # categories the model may learn but never answers
 class LinearModel:
     categories: tuple[str, ...] = ()
     bias: tuple[float, ...] = ()
-    weights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # feature -> per category
+    weights: Mapping[str, Sequence[float]] = field(default_factory=dict)  # feature -> per category
     threshold: float = 1.1  # above any probability: a model never trained answers nothing
     basis: str = ""
 
@@ -93,7 +93,9 @@ def from_json(raw: dict[str, object]) -> LinearModel:
     return LinearModel(
         categories=tuple(str(c) for c in cats),
         bias=tuple(float(b) for b in bias),
-        weights={str(f): tuple(float(x) for x in w) for f, w in weights.items()},
+        # as json.loads gave them: converting ~20,000 rows at start-up cost 0.05 s on a slow
+        # machine, on every `cluster postmortem`, for the few rows a log's features look up
+        weights=weights,
         threshold=float(threshold) if isinstance(threshold, (int, float)) else 1.1,
         basis=str(raw.get("basis", "")),
     )

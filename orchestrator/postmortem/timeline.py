@@ -247,7 +247,7 @@ def _scan(
         exc_found: dict[int, int] = {}
         stated_found: dict[int, int] = {}
         marker_at: dict[int, list[int]] = {}
-        auto, word_tags = _automaton(sigs, tuple(wanted))
+        auto, word_tags = _automaton(sigs, tuple(wanted), dfa=len(chunk) >= DFA_MIN)
         for word, i in _keyword_hits(auto, chunk):
             for kind, idx in word_tags[word]:
                 if kind == _MARKER:
@@ -503,21 +503,23 @@ MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before 
 WordTags = tuple[tuple[tuple[int, int], ...], ...]
 # Keyed by the set's id; the value holds the set itself, so while it is cached its id cannot be
 # reused by a new set (an id alone was: a later set was served an earlier set's automaton).
+DFA_MIN = 1 << 20  # a smaller block is searched by an NFA (see `_automaton`)
 _AUTOMATA: dict[
-    tuple[int, tuple[Marker, ...]],
+    tuple[int, tuple[Marker, ...], bool],
     tuple[SignatureSet, ahocorasick_rs.BytesAhoCorasick, WordTags],
 ] = {}
 
 
 def _automaton(
-    sigs: SignatureSet, wanted: tuple[Marker, ...]
+    sigs: SignatureSet, wanted: tuple[Marker, ...], *, dfa: bool = True
 ) -> tuple[ahocorasick_rs.BytesAhoCorasick, WordTags]:
     """Aho-Corasick over the signatures' keywords, the exception keywords and the milestones
     still wanted (ahocorasick_rs, the Rust `aho-corasick` crate, over bytes: one pass per block,
     whatever the number of keywords, with no decoding). Built once per set of wanted
-    milestones (they only ever shrink); a DFA, because the build (~10 ms) is paid a few times
-    per file and the search is the scan's whole cost."""
-    key = (id(sigs), wanted)
+    milestones (they only ever shrink); a DFA for a big block, because the build (10-30 ms)
+    is paid a few times per file and the search is the scan's whole cost; an NFA (built in
+    ~4 ms) for a block under `DFA_MIN`, where the build is most of a paste's scan."""
+    key = (id(sigs), wanted, dfa)
     cached = _AUTOMATA.get(key)
     if cached is not None and cached[0] is sigs:
         return cached[1], cached[2]
@@ -531,7 +533,12 @@ def _automaton(
     for idx, marker in enumerate(wanted):
         tags.setdefault(marker.keyword.encode("utf-8"), []).append((_MARKER, idx))
     auto = ahocorasick_rs.BytesAhoCorasick(
-        list(tags), implementation=ahocorasick_rs.Implementation.DFA
+        list(tags),
+        implementation=(
+            ahocorasick_rs.Implementation.DFA
+            if dfa
+            else ahocorasick_rs.Implementation.ContiguousNFA
+        ),
     )
     word_tags: WordTags = tuple(tuple(v) for v in tags.values())
     if len(_AUTOMATA) > 256:

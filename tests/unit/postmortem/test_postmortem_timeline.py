@@ -205,6 +205,37 @@ def test_a_block_searched_in_two_halves_at_once_finds_what_one_search_finds(
     assert {(m.signature, m.line.line) for m in halves.matches} == _slow_path(rows)
 
 
+def test_a_small_block_searched_by_the_nfa_finds_what_the_dfa_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block under DFA_MIN (a paste) is searched by an NFA, cheaper to build; the matches,
+    exception lines and milestones must be the DFA's, and both must be the slow path's."""
+    log = tmp_path / "stdout.log"
+    rows = _corpus_log(log, repeat=2)
+    monkeypatch.setattr(timeline, "KEEP_PER_SIGNATURE", 10_000)
+    monkeypatch.setattr(timeline, "BLOCK", 64 << 10)
+    timeline._AUTOMATA.clear()
+    monkeypatch.setattr(timeline, "DFA_MIN", 1 << 40)
+    nfa = scan_file(log, SIGS)
+    assert {k[2] for k in timeline._AUTOMATA} == {False}, "the NFA was not used"
+    timeline._AUTOMATA.clear()
+    monkeypatch.setattr(timeline, "DFA_MIN", 0)
+    dfa = scan_file(log, SIGS)
+    assert {k[2] for k in timeline._AUTOMATA} == {True}, "the DFA was not used"
+
+    def seen(scan: timeline.FileScan) -> tuple[object, ...]:
+        return (
+            [(m.signature, m.line.line, m.line.ts) for m in scan.matches],
+            scan.counts,
+            [(e.line, e.text) for e in scan.exceptions],
+            {k: v.line for k, v in scan.markers.items()},
+            scan.lines,
+        )
+
+    assert seen(nfa) == seen(dfa)
+    assert {(m.signature, m.line.line) for m in nfa.matches} == _slow_path(rows)
+
+
 def test_matches_are_counted_in_full_but_only_the_first_few_are_kept(tmp_path: Path) -> None:
     log = tmp_path / "stderr.log"
     line = by_id("vllm-shm-broadcast-no-block").text
