@@ -36,6 +36,7 @@ from tests.netns.test_boot_netns import (
     RANKS,
     BootProc,
     cluster,
+    recipe_copy,
 )
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
@@ -44,7 +45,6 @@ pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 # recipe) for the session.
 state_home = test_boot_netns.state_home
 
-ROOT = Path(__file__).resolve().parents[2]
 RECIPES = {"sglang": "mistral-large4-8x-sglang", "vllm": "mistral-large4-8x-vllm"}
 SWEEP_ENV = "CLUSTER_BLAME_SWEEP"
 FIGURES_ENV = "CLUSTER_BLAME_FIGURES"  # a file: each drill's figures, one JSON line each
@@ -208,18 +208,6 @@ def test_a_slow_reading_rank_is_blamed_with_its_cause_not_a_victims_watchdog(
 # -- a rank started late ---------------------------------------------------------------------
 
 
-def patient_recipe(folder: Path, name: str, connect_s: int) -> Path:
-    """A copy of the built-in recipe NAME whose nodes may take `connect_s` to answer (so a
-    start may take twice that: boot.start_deadline), nothing else changed."""
-    text = (ROOT / "recipes" / f"{name}.yaml").read_text()
-    assert text.count("\ntimeouts:\n") == 1, "the recipe's timeouts block moved"
-    text = text.replace("\ntimeouts:\n", f"\ntimeouts:\n  connect: {connect_s}\n")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"  # `cluster boot PATH`: the name must be the file's stem
-    path.write_text(text)
-    return path
-
-
 def hold_back_docker_run(tb: Testbed, node: int, delay_s: float) -> Path:
     """The node's `docker run` waits `delay_s` (a slow image unpack, a busy node), then runs for
     real; `heal` removes the wrapper."""
@@ -231,7 +219,8 @@ def test_a_rank_whose_start_is_held_back_is_blamed_with_its_delay(
 ) -> None:
     """vLLM: the ranks wait in torch's init for the late one while the head's ready deadline
     runs (on SGLang the others would wait for it too, then load together and be READY)."""
-    recipe = patient_recipe(tmp_path / "recipe", RECIPES["vllm"], LATE_CONNECT_S)
+    # a start may take twice the connect bound (boot.start_deadline)
+    recipe = recipe_copy(tmp_path / "recipe", RECIPES["vllm"], connect=LATE_CONNECT_S)
     wrapper = hold_back_docker_run(bed, LATE_RANK, LATE_BY_S)
     try:
         boot: BootProc = drill(str(recipe))

@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 
 RECIPE = "mistral-large4-8x-sglang"
 CLUSTER = [sys.executable, "-m", "orchestrator.cli"]
+ROOT = Path(__file__).resolve().parents[2]
 BOOT_DEADLINE_S = 240.0  # one test-scale boot takes ~20-40 s on the 2-core VM; generous
 RANKS = 8
 TIMINGS: dict[str, float] = {}  # measured figures, printed at the end of the module
@@ -233,6 +234,21 @@ def start_boot(
     # The first boot of a session also writes the twin's weights (~1.3 GB) before its run.
     run = wait_for("the boot's run directory", new_run, timeout=180)
     return BootProc(proc=proc, run=run, out=out, err=err, started=started)
+
+
+def recipe_copy(folder: Path, name: str, **timeouts: int) -> Path:
+    """A copy of the built-in recipe NAME with these `timeouts:` (real seconds; a twin scales
+    the engine's ones), nothing else changed, for `start_boot(recipe=...)`."""
+    text = (ROOT / "recipes" / f"{name}.yaml").read_text()
+    assert text.count("\ntimeouts:\n") == 1, "the recipe's timeouts block moved"
+    for key, seconds in timeouts.items():
+        text, n = re.subn(rf"(?m)^  {key}: \d+", f"  {key}: {seconds}", text)
+        if n == 0:
+            text = text.replace("\ntimeouts:\n", f"\ntimeouts:\n  {key}: {seconds}\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"  # `cluster boot PATH`: the name must be the file's stem
+    path.write_text(text)
+    return path
 
 
 def rows(status: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
