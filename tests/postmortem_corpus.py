@@ -91,6 +91,7 @@ MINED_SETS = (
     "fortyfourth",
     "fortyfifth",
     "fortysixth",
+    "fortyseventh",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -502,6 +502,15 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("llama-cpp-check-tensor-dims-wrong-shape", "weights-files"),
         ("trtllm-build-model-map-architecture-keyerror", "config-validator-refusal"),
         ("sglang-load-weights-keyerror-tensor-name", "weights-files"),
+        # -- the forty-seventh set: torch's blocking wait, exllamav3's architecture table, the
+        # Rust hub client, DeepGEMM's JIT, a CANN operator on another SoC, Mooncake's master
+        ("torch-nccl-work-timed-out-in-blocking-wait", "watchdog-timeout"),
+        ("exllamav3-unknown-architecture-in-config-json", "config-validator-refusal"),
+        ("hf-hub-rust-config-json-connection-failed", "tokenizer-config"),
+        ("deepgemm-jit-kernel-runtime-exit-code-assert", "unsupported-arch-kernel"),
+        ("cann-op-this-platform-only-supports", "unsupported-arch-kernel"),
+        ("mooncake-master-client-rpc-call-failed-timed-out", "rendezvous-network"),
+        ("mooncake-mount-segment-grpc-failed-to-connect", "rendezvous-network"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1201,3 +1210,16 @@ def test_ggmls_abort_backtrace_after_serving_is_a_failure_not_ready(tmp_path: Pa
     )
     assert d.category != "ready", d.verdict
     assert d.outcome == "failed-unknown", d.verdict
+
+
+def test_a_model_refused_by_an_architecture_name_with_moe_in_it_is_not_the_moe_runner(
+    tmp_path: Path,
+) -> None:
+    # `Moe` inside a model's class name is the model, not the runner: a loader that does not
+    # know the architecture says nothing of the MoE kernels (the forty-seventh set's e-0003)
+    d = diagnose_paste(
+        tmp_path, "AssertionError: Unknown architecture Qwen3MoeForCausalLM in the checkpoint"
+    )
+    assert d.category != "moe-runner", d.verdict
+    d = diagnose_paste(tmp_path, "RuntimeError: FusedMoE expert_map does not fit num_experts=64")
+    assert d.category == "moe-runner", d.verdict
