@@ -175,6 +175,17 @@ def test_small_blocks_give_the_same_matches_line_numbers_and_times_as_one_big_bl
     assert small.last == whole.last
 
 
+def _seen(scan: timeline.FileScan) -> tuple[object, ...]:
+    """What two ways of searching must agree on: matches, counts, exceptions, milestones."""
+    return (
+        [(m.signature, m.line.line, m.line.ts) for m in scan.matches],
+        scan.counts,
+        [(e.line, e.text) for e in scan.exceptions],
+        {k: v.line for k, v in scan.markers.items()},
+        scan.lines,
+    )
+
+
 def test_a_block_searched_in_two_halves_at_once_finds_what_one_search_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,16 +203,7 @@ def test_a_block_searched_in_two_halves_at_once_finds_what_one_search_finds(
     monkeypatch.setattr(timeline, "SPLIT_MIN", 1 << 40)
     one = scan_file(log, SIGS)
 
-    def seen(scan: timeline.FileScan) -> tuple[object, ...]:
-        return (
-            [(m.signature, m.line.line, m.line.ts) for m in scan.matches],
-            scan.counts,
-            [(e.line, e.text) for e in scan.exceptions],
-            {k: v.line for k, v in scan.markers.items()},
-            scan.lines,
-        )
-
-    assert seen(halves) == seen(one)
+    assert _seen(halves) == _seen(one)
     assert {(m.signature, m.line.line) for m in halves.matches} == _slow_path(rows)
 
 
@@ -223,16 +225,7 @@ def test_a_small_block_searched_by_the_nfa_finds_what_the_dfa_finds(
     dfa = scan_file(log, SIGS)
     assert {k[2] for k in timeline._AUTOMATA} == {True}, "the DFA was not used"
 
-    def seen(scan: timeline.FileScan) -> tuple[object, ...]:
-        return (
-            [(m.signature, m.line.line, m.line.ts) for m in scan.matches],
-            scan.counts,
-            [(e.line, e.text) for e in scan.exceptions],
-            {k: v.line for k, v in scan.markers.items()},
-            scan.lines,
-        )
-
-    assert seen(nfa) == seen(dfa)
+    assert _seen(nfa) == _seen(dfa)
     assert {(m.signature, m.line.line) for m in nfa.matches} == _slow_path(rows)
 
 
