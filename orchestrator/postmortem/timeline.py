@@ -501,9 +501,9 @@ _SIGNATURE, _EXCEPTION, _MARKER, _STATED = 0, 1, 2, 3
 MARKER_TRIES = 64  # occurrences of a milestone's keyword kept per block before a plain search
 # (kind, index) pairs of each distinct keyword: a keyword may serve several signatures.
 WordTags = tuple[tuple[tuple[int, int], ...], ...]
+DFA_MIN = 1 << 20  # a smaller block is searched by an NFA (see `_automaton`)
 # Keyed by the set's id; the value holds the set itself, so while it is cached its id cannot be
 # reused by a new set (an id alone was: a later set was served an earlier set's automaton).
-DFA_MIN = 1 << 20  # a smaller block is searched by an NFA (see `_automaton`)
 _AUTOMATA: dict[
     tuple[int, tuple[Marker, ...], bool],
     tuple[SignatureSet, ahocorasick_rs.BytesAhoCorasick, WordTags],
