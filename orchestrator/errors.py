@@ -190,16 +190,25 @@ class CommandTimeout(_CommandError):
         timeout_s: float,
         stdout: str = "",
         stderr: str = "",
+        answered: bool = False,
     ) -> None:
         self.timeout_s = timeout_s
         self.stdout = stdout
         self.stderr = stderr
+        # The node itself answered before the command ran out of time (its sshd opened the
+        # session): the command was slow (a busy dockerd, a loaded host), the node not lost.
+        self.answered = answered
         super().__init__(
             f"did not finish within {timeout_s:g} s",
             node=node,
             argv=argv,
             hint="the output received so far is kept with the error",
         )
+
+
+def answered_late(exc: BaseException) -> bool:
+    """A command that ran out of time on a node that answered: slow, not unreachable."""
+    return isinstance(exc, CommandTimeout) and exc.answered
 
 
 class ProbeParseError(NodeError):

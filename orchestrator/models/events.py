@@ -25,6 +25,7 @@ from orchestrator.models.run import (
     HeadReady,
     NodeBack,
     NodeLost,
+    NodeSlow,
     RankExited,
     RankStarted,
 )
@@ -148,6 +149,7 @@ Record = Annotated[
     | RankExited
     | NodeLost
     | NodeBack
+    | NodeSlow
     | HeadReady
     | Step
     | Resumed

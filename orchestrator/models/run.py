@@ -147,6 +147,14 @@ class NodeBack(RankEvent):
     kind: Literal["node_back"] = "node_back"
 
 
+class NodeSlow(RankEvent):
+    """The node answered (its sshd opened the session) but a sampling command ran past its
+    deadline: a busy node or docker daemon, not a lost node. Recorded once per episode."""
+
+    kind: Literal["node_slow"] = "node_slow"
+    reason: str
+
+
 class HeadReady(_Event):
     """The head answered the readiness path."""
 
@@ -155,7 +163,7 @@ class HeadReady(_Event):
 
 
 Event = Annotated[
-    LogLine | Sample | RankStarted | RankExited | NodeLost | NodeBack | HeadReady,
+    LogLine | Sample | RankStarted | RankExited | NodeLost | NodeBack | NodeSlow | HeadReady,
     Field(discriminator="kind"),
 ]
 

@@ -534,6 +534,10 @@ LATE_START_S = 5.0
 """A rank that started this much after the others' median start started late (the launch waves
 of a healthy boot start the head ~1-2 s before the rest)."""
 _SLOW_RATE = 0.5  # a rank reading at under half the others' median rate read slowly
+# A deadline that ran out while the others were still loading too singles a rank out only when
+# the others had read most of theirs and it had read under half as much: it was far behind,
+# not merely caught by a deadline too short for everyone.
+_MOSTLY_READ = 0.5
 _LOAD_WATCHERS = ("barrier", "vllm-ready", "stall", "page-cache")
 _TIMEOUT_CATEGORIES = ("watchdog-timeout", "rendezvous-network", "load-barrier-timeout", "unknown")
 
@@ -668,8 +672,10 @@ def from_measured(
             pass  # it started late: behind from the start
         elif warned:
             pass  # the supervisor projected it would be late, before the others failed
-        elif fraction is None or fraction >= 1.0 or 2 * len(ahead) < len(others):
+        elif fraction is None or fraction >= 1.0:
             continue  # no measurement of its own puts it behind (the logs alone decide)
+        elif 2 * len(ahead) < len(others) and not _far_behind(measured, r.rank, began, others):
+            continue  # the others had not moved on either
         behind.append(
             (0 if warned else 1, fraction if fraction is not None else 2.0, r.rank, r, began, who)
         )
@@ -696,11 +702,17 @@ def from_measured(
     late = measured.late_start(k)
     warned = [w for w in (m.warnings if m else ()) if w.watcher in _LOAD_WATCHERS and w.ts <= began]
     evidence.extend(_mark(w, k) for w in warned[:1])
+    others = [x for x in ranks if x.rank != k]
+    if 2 * sum(loaded_by(x, began) for x in others) >= len(others):
+        moved_on = "with the others loaded"
+    else:  # a deadline caught them all loading: say how far the others had come
+        read = _others_read(measured, k, began, others)
+        moved_on = f"while the others had read {read:.0%} of theirs (median)"
     waited = (
         f"when ranks {rank_list(who)} failed waiting, from {clock(began)}"
         if who
         else f"when the boot's deadline ran out ({deadline[1] if deadline else 'a deadline'}, "
-        f"{clock(began)}) with the others loaded"
+        f"{clock(began)}) {moved_on}"
     )
     if late is not None and late >= LATE_START_S and m is not None and m.started is not None:
         evidence.insert(0, _mark(m.started, k))
@@ -740,6 +752,23 @@ def from_measured(
         brief=True,
         printed=False,
     )
+
+
+def _others_read(measured: Measured, k: int, ts: float, others: Sequence[RankFacts]) -> float:
+    """The median share the ranks other than `k` had read by `ts`, by their samples (0 when
+    none was sampled)."""
+    shares = [f for x in others if (f := measured.fraction_at(x.rank, ts)) is not None]
+    return statistics.median(shares) if shares else 0.0
+
+
+def _far_behind(measured: Measured, k: int, ts: float, others: Sequence[RankFacts]) -> bool:
+    """Rank `k` had read under half the share the others had (their median) by `ts`, and
+    they had read most of theirs. (Seen in CI on a busy host: the ready deadline ran out while
+    the others were at the end of their reads, before any printed its load end, and a vLLM
+    rank reading at 2 MB/s was at a tenth of its weights.)"""
+    mine = measured.fraction_at(k, ts)
+    theirs = _others_read(measured, k, ts, others)
+    return mine is not None and theirs >= _MOSTLY_READ and mine <= theirs / 2
 
 
 _NOT_A_DEADLINE = ("READY", "SMOKE_FAILED", "INTERRUPTED", "STOPPED")

@@ -183,7 +183,11 @@ class DockerRuntime:
                 timeout_s=SAMPLE_TIMEOUT_S,
                 label=label,
             )
-        except CommandTimeout:
+        except CommandTimeout as exc:
+            if exc.answered:  # slow, not lost: said with the label, not the sampler's source
+                raise CommandTimeout(
+                    node=spec.node.name, argv=[label], timeout_s=SAMPLE_TIMEOUT_S, answered=True
+                ) from None
             raise _no_answer(spec, SAMPLE_TIMEOUT_S, label) from None
         if not result.ok:
             last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]

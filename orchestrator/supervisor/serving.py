@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.models.run import Finding, Outcome, RankPhase
 from orchestrator.supervisor.state import BootState
-from orchestrator.supervisor.watchers import WatchConfig, watch_loss
+from orchestrator.supervisor.watchers import WatchConfig, watch_loss, watch_slow_nodes
 
 GiB = 2**30
 MB = 10**6
@@ -365,6 +365,7 @@ def judge_serving(
         *watch_memory(s, sv, now, cfg),
         *watch_wedge(sv, now, cfg),
         *watch_canary_slow(sv, cfg),
+        *watch_slow_nodes(s, now, wcfg),
     ]
     return sorted(findings, key=lambda f: f.severity != "verdict")
 

@@ -16,6 +16,7 @@ from orchestrator.models.run import (
     LogLine,
     NodeBack,
     NodeLost,
+    NodeSlow,
     RankEvent,
     RankExited,
     RankPhase,
@@ -58,6 +59,9 @@ class RankState:
     progress_at: float | None = None  # last time bytes or milestones moved
     lost_since: float | None = None
     lost_reason: str = ""
+    # Answering, but its sampling commands ran past their deadline since then (NodeSlow)
+    slow_since: float | None = None
+    slow_reason: str = ""
     memory: MemoryReading = field(default_factory=MemoryReading)  # the node's, last sampled
 
     @property
@@ -182,6 +186,7 @@ def _on_sample(r: RankState, e: Sample) -> RankState:
         "memory": MemoryReading.of(e),
         "last_signal_at": e.ts,
         "lost_since": None,
+        "slow_since": None,
     }
     if e.rchar is not None:
         # rchar is cumulative over the rank's live processes since they started; a reader
@@ -256,9 +261,20 @@ def reduce(state: BootState, event: Event) -> BootState:
         )
     elif isinstance(event, NodeLost) and r is not None:
         # The phase is kept: a node that comes back resumes where it was.
-        new = replace(r, lost_since=r.lost_since or event.ts, lost_reason=event.reason)
+        new = replace(
+            r, lost_since=r.lost_since or event.ts, lost_reason=event.reason, slow_since=None
+        )
     elif isinstance(event, NodeBack) and r is not None:
         new = replace(r, lost_since=None, lost_reason="")
+    elif isinstance(event, NodeSlow) and r is not None:
+        # It answered: whatever loss was counted ends; slowness is watched on its own.
+        new = replace(
+            r,
+            lost_since=None,
+            lost_reason="",
+            slow_since=r.slow_since or event.ts,
+            slow_reason=event.reason,
+        )
     elif isinstance(event, HeadReady):
         extra.update(head_ready_at=state.head_ready_at or event.ts, head_latency_s=event.latency_s)
     ranks = state.ranks

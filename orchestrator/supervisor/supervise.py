@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, dataclass, field
 
 from orchestrator.deadlines import DEADLINES
-from orchestrator.errors import ClusterError
+from orchestrator.errors import ClusterError, answered_late
 from orchestrator.logging import get_logger
 from orchestrator.models.events import FollowInterrupted, VerdictRecord, WatcherWarning
 from orchestrator.models.run import (
@@ -25,6 +25,7 @@ from orchestrator.models.run import (
     LogLine,
     NodeBack,
     NodeLost,
+    NodeSlow,
     Outcome,
     RankPhase,
     RankStarted,
@@ -126,10 +127,19 @@ class Supervisor:
                 # for its container's state must not wait out a 30 s docker inspect.
                 state = await self.runtime.state(spec, timeout_s=SAMPLE_TIMEOUT_S)
             except ClusterError as exc:
-                if self.state.rank(spec.rank).lost_since is None:
-                    log.warning("node not answering", node=spec.node.name, error=exc.line())
-                # Silent since this attempt began (it failed only after its timeout).
-                self.fold(NodeLost(ts=started, rank=spec.rank, reason=exc.line()))
+                r = self.state.rank(spec.rank)
+                if answered_late(exc):
+                    # Its sshd opened the session; the command was slow (a busy dockerd, a
+                    # loaded host: seen on a busy CI host as a false NODE_LOST). Not a loss;
+                    # recorded once per episode, and warned about if it lasts.
+                    if r.slow_since is None or r.lost_since is not None:
+                        log.warning("node slow to answer", node=spec.node.name, error=exc.line())
+                        self.fold(NodeSlow(ts=started, rank=spec.rank, reason=exc.line()))
+                else:
+                    if r.lost_since is None:
+                        log.warning("node not answering", node=spec.node.name, error=exc.line())
+                    # Silent since this attempt began (it failed only after its timeout).
+                    self.fold(NodeLost(ts=started, rank=spec.rank, reason=exc.line()))
             else:
                 now = self.clock()
                 if self.state.rank(spec.rank).lost_since is not None:

@@ -439,6 +439,32 @@ def watch_loss(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     )
 
 
+def watch_slow_nodes(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
+    """A node that answers but whose sampling commands have run past their deadline for the
+    loss grace: not lost (its sshd opened each session), yet its readings are stale. A warning,
+    never a verdict: a busy docker daemon on a loading node must not end an 80-minute boot."""
+    return [
+        _warning(
+            "slow-node",
+            r.rank,
+            message=(
+                f"node {r.node} (rank {r.rank}) answers, but its sampling commands have run "
+                f"past their deadline for {now - r.slow_since:.0f} s ({r.slow_reason}); its "
+                "readings are stale, and it is not counted lost (its sshd answers)"
+            ),
+            advice=(
+                f"check {r.node}'s load and its docker daemon (`docker info` there); its "
+                "memory and read progress show again once it answers in time"
+            ),
+        )
+        for r in s.ranks
+        if r.slow_since is not None
+        and r.lost_since is None
+        and r.phase is not RankPhase.exited
+        and now - r.slow_since >= cfg.lost_grace_s
+    ]
+
+
 def watch_stalls(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
     moving = [r for r in s.ranks if r.progress_at is not None and now - r.progress_at < cfg.stall_s]
     if not moving:
@@ -479,5 +505,6 @@ def watch(s: BootState, now: float, cfg: WatchConfig) -> list[Finding]:
         *watch_exits(s),
         *watch_page_cache(s, cfg),
         *watch_stalls(s, now, cfg),
+        *watch_slow_nodes(s, now, cfg),
     ]
     return sorted(findings, key=lambda f: f.severity != "verdict")

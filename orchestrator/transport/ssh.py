@@ -233,6 +233,7 @@ class SshTransport(Transport):
                     timeout_s=timeout_s or 0.0,
                     stdout=_text(exc.stdout),
                     stderr=_text(exc.stderr),
+                    answered=True,  # the session opened: the node's sshd answered
                 ) from exc
             except Exception as exc:
                 raise self._map_session_error(exc, argv) from exc

@@ -71,14 +71,19 @@ async def test_a_slow_reading_rank_is_named_with_its_cause_not_a_victims_watchdo
     assert d.first_failing_rank == straggler, d.verdict
     assert d.root_cause is not None
     assert d.root_cause.category == "load-barrier-timeout", d.verdict
-    assert d.root_cause.confidence == "high", d.root_cause.reason
     title = d.root_cause.title
     assert "slow reads" in title and "disk or page cache" in title, title
     if "when the boot's deadline ran out (READY_TIMEOUT" in title:
         # the supervisor's ready deadline ran out before the peers' NCCL watchdogs fired (their
-        # order on a busy host; seen in CI): nobody failed, the others loaded and waited
+        # order on a busy host; seen in CI): nobody failed, the others loaded and waited, or
+        # were at the end of their reads (then the logs alone show every rank loading, and the
+        # reads alone name it: medium)
         assert d.cascade_ranks == (), d.verdict
+        loaded = "with the others loaded" in title
+        assert loaded or "while the others had read" in title, title
+        assert d.root_cause.confidence == ("high" if loaded else "medium"), d.root_cause.reason
     else:
+        assert d.root_cause.confidence == "high", d.root_cause.reason
         assert "failed waiting" in title, title
         assert sorted(d.cascade_ranks) == [k for k in range(8) if k != straggler]
     assert any(e.file == f"rank-{straggler}/samples.jsonl" for e in d.root_cause.evidence)

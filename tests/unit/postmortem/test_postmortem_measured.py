@@ -425,6 +425,26 @@ def test_a_deadline_with_no_rank_behind_blames_nobody_by_measurement(tmp_path: P
     assert d.root_cause is None or "deadline ran out" not in d.root_cause.title, d.verdict
 
 
+def test_a_deadline_that_caught_every_rank_loading_names_the_one_far_behind(
+    tmp_path: Path,
+) -> None:
+    """Seen in CI on a busy host: the ready deadline ran out while the others were at the end of
+    their reads, before any printed its load end, and the vLLM rank reading at 2 MB/s had read a
+    tenth of its weights. The logs alone show eight ranks loading; the reads name rank 3, and the
+    title says how far the others had come instead of claiming they had loaded."""
+    run = ready_timeout_first(
+        FIXTURES / "vllm-straggler-r3", tmp_path / "run", "2026-12-03T07:06:56"
+    )
+    d = diagnose_dir(run)
+    assert d.first_failing_rank == 3, d.verdict
+    assert d.root_cause is not None and d.root_cause.category == "load-barrier-timeout"
+    title = d.root_cause.title
+    assert "it was at 10% of its weights when the boot's deadline ran out" in title, title
+    assert "while the others had read 76% of theirs" in title and "slow reads" in title, title
+    assert "with the others loaded" not in title, title
+    assert any(e.file == "rank-3/samples.jsonl" for e in d.root_cause.evidence)
+
+
 def test_a_node_cut_mid_load_is_named_from_its_silence_on_the_testbed() -> None:
     """A real boot on the netns testbed (tests/netns/test_postmortem_netns.py): every rank read
     at 3 MB/s, node 5 lost both links mid-load, the boot ended on NODE_LOST before anyone

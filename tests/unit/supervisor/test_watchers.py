@@ -8,6 +8,7 @@ from orchestrator.models.run import (
     HeadReady,
     LogLine,
     NodeLost,
+    NodeSlow,
     Outcome,
     RankExited,
     RankPhase,
@@ -473,3 +474,19 @@ def test_the_bound_is_the_recipes_and_well_under_torchs_store_timeout():
     from orchestrator.models.recipe import Timeouts
 
     assert Timeouts().rendezvous == 600 < 1800  # torch's default store timeout is 30 min
+
+
+def test_a_node_answering_too_slowly_is_warned_about_after_the_grace_and_never_lost():
+    """Its sshd opens each session but its docker daemon answers late: a warning that its
+    readings are stale, never NODE_LOST (a busy daemon must not end the boot)."""
+    b = Boot()
+    b.fold(NodeSlow(ts=10, rank=2, reason="`docker inspect` did not finish within 4 s"))
+    assert not [f for f in watch(b.state, 15.9, b.cfg) if f.watcher == "slow-node"]
+    found = [f for f in watch(b.state, 60, b.cfg) if f.rank == 2]
+    assert [(f.watcher, f.severity) for f in found] == [("slow-node", "warning")], found
+    assert "not counted lost" in found[0].message and "docker inspect" in found[0].message
+    # A lost node that answers again, slowly, is no longer lost.
+    b.fold(NodeLost(ts=70, rank=3, reason="no answer"))
+    b.fold(NodeSlow(ts=71, rank=3, reason="slow"))
+    assert b.state.rank(3).lost_since is None
+    assert not [f for f in watch(b.state, 90, b.cfg) if f.severity == "verdict"]
