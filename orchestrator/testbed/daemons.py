@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,6 +81,19 @@ class DaemonsMixin(SshdMixin, DockerdMixin):
             terminate([rec], timeout=timeout)
             rec["stopped"] = True
         return pid if was_alive else None
+
+    def signal_daemon(self, node: int | str | Node, which: str, sig: int) -> int | None:
+        """Send `sig` to a node's running sshd, dockerd or containerd by its recorded PID:
+        SIGSTOP then SIGCONT is a daemon that hangs and comes back (a docker daemon too busy to
+        answer). Returns the PID (None: not running)."""
+        nd = self.node(node)
+        if which not in ("sshd", "dockerd", "containerd"):
+            raise TestbedError(f"daemon: sshd, dockerd or containerd, not {which!r}")
+        rec = self._node_state(self.state(), nd)["pids"].get(which)
+        if not rec or not _rec_alive(rec):
+            return None
+        os.kill(rec["pid"], sig)
+        return int(rec["pid"])
 
     def start_daemon(self, node: int | str | Node, which: str, *, timeout: float = 60) -> int:
         """(Re)start a node's daemon; the new PID is recorded and returned. Starting dockerd

@@ -74,6 +74,9 @@ class SshTransport(Transport):
         self._budget = asyncio.Semaphore(self._options.channel_budget)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = asyncio.Lock()
+        # Commands abandoned at their deadline, being closed beside the caller (held here so
+        # the tasks are not collected half-way)
+        self._abandoning: set[asyncio.Task[None]] = set()
 
     # -- connecting -------------------------------------------------------------------------
 
@@ -226,7 +229,12 @@ class SshTransport(Transport):
                 process.stdin.write_eof()
                 completed = await process.wait(check=False, timeout=timeout_s)
             except asyncssh.TimeoutError as exc:
-                await _abandon(process)
+                # The caller hears of the timeout at its deadline; closing the channel (up to
+                # 2 s more) runs beside it. Awaited here, it pushed a slow command past the
+                # runtime's whole-call bound, and a node whose sshd answered read as lost.
+                task = asyncio.create_task(_abandon(process))
+                self._abandoning.add(task)
+                task.add_done_callback(self._abandoning.discard)
                 raise CommandTimeout(
                     node=self._node.name,
                     argv=list(argv),
@@ -297,6 +305,8 @@ class SshTransport(Transport):
         )
 
     async def close(self) -> None:
+        if self._abandoning:
+            await asyncio.wait(set(self._abandoning), timeout=3)
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

@@ -615,6 +615,35 @@ def test_a_nodes_sshd_stopped_for_twenty_seconds_mid_load_and_restarted_loses_no
     )
 
 
+def test_a_nodes_docker_daemon_frozen_for_twenty_seconds_mid_load_is_slow_not_lost(
+    testbed: Testbed, boots: Callable[..., BootProc]
+) -> None:
+    """The node's sshd answers, its dockerd does not (SIGSTOP: a daemon too busy to answer, as
+    under a loading node or on a loaded host): every `docker inspect` runs past its 4 s. Seen on
+    a busy CI host as a false NODE_LOST that ended a healthy boot. It is `node_slow`, warned
+    about as stale readings, never lost; the boot goes on to READY with every log byte."""
+    node = 4
+    boot = boots("--json", "--sim-fault", "rank=*:slow-read=6MB/s")
+    wait_for(f"rank {node} loading", lambda: rank_loading(boot, node), timeout=120)
+    frozen = testbed.signal_daemon(node, "dockerd", signal.SIGSTOP)
+    assert frozen is not None, "no dockerd to freeze"
+    try:
+        time.sleep(20)
+    finally:
+        testbed.signal_daemon(node, "dockerd", signal.SIGCONT)
+    assert boot.proc.poll() is None, "the boot ended while dockerd was frozen:\n" + boot.output()
+    verdict = boot.wait()
+    assert verdict["outcome"] == "READY", verdict
+    events = boot.events()
+    assert not [e for e in events if e.get("kind") == "node_lost"], "a slow node counted lost"
+    slow = [e for e in events if e.get("kind") == "node_slow" and e.get("rank") == node]
+    assert slow, "no node_slow recorded while its dockerd was frozen"
+    warned = [e for e in events if e.get("watcher") == "slow-node" and e.get("rank") == node]
+    assert warned and "not counted lost" in warned[0]["message"], warned
+    assert_logs_reconcile(testbed, boot, range(RANKS))
+    TIMINGS["dockerd frozen 20 s: node_slow episodes"] = len(slow)
+
+
 # -- exits ----------------------------------------------------------------------------------
 
 
