@@ -18,6 +18,7 @@ from orchestrator.deadlines import DEADLINES
 from orchestrator.dockercli import DockerCli
 from orchestrator.errors import (
     BootFailed,
+    ClusterError,
     CommandFailed,
     CommandTimeout,
     NodeError,
@@ -32,6 +33,10 @@ from orchestrator.transport import CommandResult, Transport
 # deadline of its own, so on a cut link it waits for the connection's keepalive (~60 s). Every
 # call here is bounded as a whole: its timeout plus this.
 OPEN_GRACE_S = 1.0
+# After a command ran late on a node whose sshd had opened its session, a trivial session is
+# asked for within this: a node cut while the command ran cannot open one (it is lost since the
+# attempt began), a busy one can (slow, not lost). Short, so a cut is still named within ~7 s.
+PROBE_TIMEOUT_S = 2.0
 
 
 def _cli(spec: RankSpec) -> DockerCli:
@@ -80,6 +85,26 @@ class DockerRuntime:
             )
         except TimeoutError:
             raise _no_answer(spec, timeout_s, label or " ".join(argv[:3])) from None
+
+    async def _still_answers(self, spec: RankSpec) -> bool:
+        """Whether the node's sshd opens a session now: a trivial command, bounded. A session
+        that opens but runs late still counts (the node answers)."""
+        try:
+            await self._run(spec, ["true"], timeout_s=PROBE_TIMEOUT_S, label="true")
+        except CommandTimeout as exc:
+            return exc.answered
+        except ClusterError:
+            return False
+        return True
+
+    async def _late(self, spec: RankSpec, exc: CommandTimeout, label: str) -> ClusterError:
+        """A command past its deadline: slow when the node still answers (said with `label`,
+        never a sampler's whole source), else no answer (the node is lost)."""
+        if exc.answered and await self._still_answers(spec):
+            return CommandTimeout(
+                node=spec.node.name, argv=[label], timeout_s=exc.timeout_s, answered=True
+            )
+        return _no_answer(spec, exc.timeout_s, label)
 
     async def start(self, spec: RankSpec) -> None:
         if "--rm" in spec.docker_run:
@@ -143,9 +168,11 @@ class DockerRuntime:
         ]
 
     async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
-        result = await self._run(
-            spec, _cli(spec).inspect(spec.name, "{{json .State}}"), timeout_s=timeout_s or 30
-        )
+        argv = _cli(spec).inspect(spec.name, "{{json .State}}")
+        try:
+            result = await self._run(spec, argv, timeout_s=timeout_s or 30)
+        except CommandTimeout as exc:
+            raise await self._late(spec, exc, f"docker inspect {spec.name}") from None
         if not result.ok:
             if "No such" in result.stderr:
                 return ExitState(status="missing")
@@ -184,11 +211,7 @@ class DockerRuntime:
                 label=label,
             )
         except CommandTimeout as exc:
-            if exc.answered:  # slow, not lost: said with the label, not the sampler's source
-                raise CommandTimeout(
-                    node=spec.node.name, argv=[label], timeout_s=SAMPLE_TIMEOUT_S, answered=True
-                ) from None
-            raise _no_answer(spec, SAMPLE_TIMEOUT_S, label) from None
+            raise await self._late(spec, exc, label) from None
         if not result.ok:
             last = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
             raise NodeError(

@@ -9,13 +9,17 @@ import json
 import time
 from pathlib import Path
 
-from orchestrator.errors import CommandTimeout, NodeUnreachable
+import pytest
+
+from orchestrator.errors import CommandTimeout, NodeUnreachable, answered_late
 from orchestrator.models.inventory import Node
 from orchestrator.models.memory import MemoryReading
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, ExitState, NodeSample, RankSpec
+from orchestrator.runtime.docker import DockerRuntime
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
 from orchestrator.supervisor.watchers import WatchConfig
+from orchestrator.transport import CommandResult
 
 NODE = Node(name="node3", address="198.18.0.13", user="u", rank=0, fabric_iface="eth1")
 SPEC = RankSpec(rank=0, node=NODE, name="cluster-R-r0", argv=("true",))
@@ -127,3 +131,38 @@ async def test_a_node_that_does_not_answer_is_still_lost(tmp_path: Path) -> None
     sup.stop.set()
     await asyncio.wait_for(loop, 30)
     assert sup.state.rank(0).lost_since is not None and sup.state.rank(0).slow_since is None
+
+
+class LateInspect:
+    """A transport whose node's sshd opened the session for `docker inspect`, which then ran
+    past its deadline; whether a trivial `true` session opens after it is the test's choice:
+    it does (a busy docker daemon), or it hangs (the link was cut while the inspect ran)."""
+
+    def __init__(self, cut: bool) -> None:
+        self.cut = cut
+        self.asked: list[str] = []
+
+    async def run(
+        self, argv: list[str], *, timeout_s: float, check: bool = False, stdin: bytes | None = None
+    ) -> CommandResult:
+        self.asked.append(argv[0])
+        if argv[0] == "docker":
+            raise CommandTimeout(node="node3", argv=argv, timeout_s=timeout_s, answered=True)
+        if self.cut:
+            await asyncio.sleep(60)  # no session opens: the runtime's whole-call bound ends it
+        return CommandResult("node3", tuple(argv), 0, "", "", 0.0)
+
+
+async def test_a_late_command_on_a_node_that_still_answers_is_slow_and_on_a_cut_one_is_lost() -> (
+    None
+):
+    busy = LateInspect(cut=False)
+    with pytest.raises(CommandTimeout) as slow:
+        await DockerRuntime({"node3": busy}).state(SPEC, timeout_s=SAMPLE_TIMEOUT_S)  # type: ignore[dict-item]
+    assert answered_late(slow.value) and busy.asked == ["docker", "true"]
+    assert "docker inspect cluster-R-r0" in slow.value.line()
+    cut = LateInspect(cut=True)
+    began = time.monotonic()
+    with pytest.raises(NodeUnreachable):
+        await DockerRuntime({"node3": cut}).state(SPEC, timeout_s=SAMPLE_TIMEOUT_S)  # type: ignore[dict-item]
+    assert time.monotonic() - began < 10  # the probe's bound is 3 s
