@@ -34,8 +34,8 @@ from tests.netns.test_boot_netns import (
     container_name,
     containers_of,
     node_logs,
+    patient_recipe,
     read_json,
-    recipe_copy,
     remove_run_containers,
     rows,
     start_boot,
@@ -181,14 +181,11 @@ def resumed(
     remove_run_containers(testbed)
     logs = tmp_path_factory.mktemp("resumed")
     # The ready deadline runs from the ranks' start, also while no supervisor runs (the kill,
-    # two live looks, `cluster supervise`'s own start). The stock twin's (38 s) left ~11 s
-    # beside this ~27 s load: on a machine five times slower, under the other lanes' load,
-    # the resume missed it (READY_TIMEOUT) though nothing was wrong. This drill is
-    # about resuming, not the deadline: its copy of the recipe gives the engine 4 h of
-    # warm-up where the stock recipe gives 1 h (22.5 s more under the test scale).
-    patient = recipe_copy(logs / "recipe", test_boot_netns.RECIPE, ready=14400)
+    # two live looks, `cluster supervise`'s own start): on a machine five times slower, under
+    # the other lanes' load, the resume missed the stock one (READY_TIMEOUT) though nothing
+    # was wrong. This drill is about resuming, not the deadline.
     boot = start_boot(
-        testbed, state_home, logs, "--json", "--sim-fault", SLOW_LOAD, recipe=str(patient)
+        testbed, state_home, logs, "--json", "--sim-fault", SLOW_LOAD, recipe=patient_recipe(logs)
     )
     found: dict[str, Any] = {"boot": boot}
     try:
