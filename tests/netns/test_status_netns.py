@@ -118,9 +118,11 @@ def rank_rows(screen: str, prefix: str) -> dict[int, str]:
 
 
 def test_during_a_boot_status_from_a_second_process_shows_all_eight_ranks_progressing_and_watch_renders_them(
-    testbed: Testbed, state_home: Path, boots: Callable[..., BootProc]
+    testbed: Testbed, state_home: Path, boots: Callable[..., BootProc], tmp_path: Path
 ) -> None:
-    boot = boots("--json", "--sim-fault", SLOW_LOAD)
+    # About status, not the ready deadline: the stock one (38 s) beside this ~27 s load ran out
+    # on a busy host (stop 44's last CI run, READY_TIMEOUT), so the patient recipe.
+    boot = boots("--json", "--sim-fault", SLOW_LOAD, recipe=patient_recipe(tmp_path))
     wait_for("every rank loading", lambda: all_loading(boot), timeout=120)
     first = status_json(testbed, state_home, boot.id)
     time.sleep(2.5)
