@@ -39,6 +39,10 @@ class Deadlines:
     docker_full_logs_s: float = 300.0
     # `docker logs --tail`, `docker inspect`, `docker rm -f` of one container: one daemon call.
     docker_call_s: float = 30.0
+    # The same calls from an operator's command (`status` derived live): a docker daemon that
+    # has not answered in 10 s while its sshd did makes that row `slow` (its row as the logs
+    # left it) instead of holding the whole table for 30 s.
+    operator_docker_s: float = 10.0
     # `docker stop`: the daemon's own 10 s grace, SIGKILL, then a slow daemon's bookkeeping.
     docker_stop_s: float = 60.0
 

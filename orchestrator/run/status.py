@@ -3,7 +3,9 @@
 When a supervisor holds the run (fresh heartbeat), its `status.json` is the answer. Otherwise
 the same view is derived live: the preserved logs replayed, then each node asked now (container
 state, the tail of the rank's log, a memory and I/O sample). A node that cannot be asked is
-that rank's row, marked unreachable with the reason; the other rows stay live.
+that rank's row, marked unreachable with the reason; one whose sshd answers but whose docker
+daemon runs past its deadline is marked slow (its row as the logs left it); the other rows stay
+live.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from datetime import UTC, datetime
 
 from orchestrator.deadlines import DEADLINES
 from orchestrator.dialects.timestamps import line_timestamp_ns
-from orchestrator.errors import ClusterError
+from orchestrator.errors import ClusterError, answered_late
 from orchestrator.models.events import Stopped
-from orchestrator.models.run import HeadReady, LogLine, NodeLost, RankExited, RunPhase, Sample
+from orchestrator.models.run import (
+    HeadReady,
+    LogLine,
+    NodeLost,
+    NodeSlow,
+    RankExited,
+    RunPhase,
+    Sample,
+)
 from orchestrator.run.context import RunContext, replay_logs
 from orchestrator.runtime.base import ExitState, NodeSample, RankSpec, Runtime
 from orchestrator.runtime.docker import DockerRuntime
@@ -55,13 +65,13 @@ async def _ask(
     sampler needs the pid the state gives), and meanwhile the log tail. Two round trips."""
 
     async def state_then_sample() -> tuple[ExitState, NodeSample | None]:
-        state = await runtime.state(spec)
+        state = await runtime.state(spec, timeout_s=DEADLINES.operator_docker_s)
         return state, (await runtime.sample(spec) if state.running else None)
 
     try:
         first, tail = await asyncio.gather(
             state_then_sample(),
-            runtime.tail(spec, TAIL_LINES),
+            runtime.tail(spec, TAIL_LINES, timeout_s=DEADLINES.operator_docker_s),
             return_exceptions=True,  # both finish before either's error is raised
         )
         if isinstance(first, BaseException):
@@ -95,6 +105,11 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
     states: dict[int, str] = {}
     for spec, answer in zip(ctx.specs, answers, strict=True):
         k = spec.rank
+        if isinstance(answer, ClusterError) and answered_late(answer):
+            # Its sshd answered; its docker daemon did not in time (busy, or frozen): not lost.
+            state = reduce(state, NodeSlow(ts=now, rank=k, reason=answer.line()))
+            states[k] = "slow"
+            continue
         if isinstance(answer, ClusterError):
             state = reduce(state, NodeLost(ts=now, rank=k, reason=answer.line()))
             states[k] = "unreachable"
@@ -121,7 +136,9 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
     ended = ctx.run.verdict()
     outcome = ended.outcome.value if ended else None
     phase, detail = RunPhase.booting, ""
-    if stopped_at is not None and not any(v in ("running", "unreachable") for v in states.values()):
+    if stopped_at is not None and not any(
+        v in ("running", "unreachable", "slow") for v in states.values()
+    ):
         # Nothing left to ask: the run ended at `cluster stop`, whatever it had reached.
         when = datetime.fromtimestamp(stopped_at, UTC).strftime("%H:%M:%S UTC")
         after = "after READY " if outcome == "READY" else ""

@@ -89,8 +89,11 @@ class Runtime(Protocol):
         """The node's whole record of the rank's output, per stream, for reconciliation."""
         ...
 
-    async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
-        """The last `lines` raw lines of each stream (`docker logs --tail`), without following."""
+    async def tail(
+        self, spec: RankSpec, lines: int, *, timeout_s: float | None = None
+    ) -> list[tuple[str, bytes]]:
+        """The last `lines` raw lines of each stream (`docker logs --tail`), without following.
+        `timeout_s`: as `state`'s."""
         ...
 
     async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:

@@ -155,10 +155,14 @@ class DockerRuntime:
         result.check()  # never hand back an error message as the rank's log
         return {"stdout": result.stdout.encode(), "stderr": result.stderr.encode()}
 
-    async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
-        result = await self._run(
-            spec, _cli(spec).logs(spec.name, tail=lines), timeout_s=DEADLINES.docker_call_s
-        )
+    async def tail(
+        self, spec: RankSpec, lines: int, *, timeout_s: float | None = None
+    ) -> list[tuple[str, bytes]]:
+        argv = _cli(spec).logs(spec.name, tail=lines)
+        try:
+            result = await self._run(spec, argv, timeout_s=timeout_s or DEADLINES.docker_call_s)
+        except CommandTimeout as exc:
+            raise await self._late(spec, exc, f"docker logs {spec.name}") from None
         result.check()
         return [
             (stream, line.encode() + b"\n")

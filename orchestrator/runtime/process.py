@@ -131,7 +131,9 @@ class ProcessRuntime:
             for s in STREAMS
         }
 
-    async def tail(self, spec: RankSpec, lines: int) -> list[tuple[str, bytes]]:
+    async def tail(
+        self, spec: RankSpec, lines: int, *, timeout_s: float | None = None
+    ) -> list[tuple[str, bytes]]:
         out: list[tuple[str, bytes]] = []
         for stream in STREAMS:
             path = self.rank_dir(spec) / f"{stream}.log"

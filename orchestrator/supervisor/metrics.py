@@ -228,6 +228,10 @@ class _Families:
             ),
         }
         reachable = gauge("cluster_rank_reachable", "1 when the rank's node answers")
+        slow = gauge(
+            "cluster_rank_slow",
+            "1 while the rank's node answers but its sampling commands run past their deadline",
+        )
         oom = gauge("cluster_rank_oom_killed", "1 when the kernel's OOM killer ended the rank")
         run = self.view.run_id
         for r in self.view.ranks:
@@ -240,12 +244,14 @@ class _Families:
                 if value is not None:
                     fam.add_metric(values, float(value))
             reachable.add_metric(values, 0 if r.unreachable else 1)
+            slow.add_metric(values, 1 if r.slow else 0)
             if r.exit_code is not None:
                 oom.add_metric(values, 1 if r.oom_killed else 0)
         yield phase
         yield read
         yield from fams.values()
         yield reachable
+        yield slow
         yield oom
 
     def _bench(self, b: BenchReport) -> Iterator[Metric]:

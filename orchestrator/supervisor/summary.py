@@ -68,6 +68,15 @@ def summary_parts(view: BootView) -> list[Part]:
         parts.append(Part(f"slowest rank {slow.rank} {slow.progress_pct:.0f}%{eta}", 1))
     lost = [r for r in view.ranks if r.unreachable]
     parts += [Part(f"rank {r.rank} unreachable: {r.unreachable}", 5) for r in lost[:2]]
+    late = [r for r in view.ranks if r.slow]
+    if late:
+        parts.append(
+            Part(
+                f"slow to answer {rank_list(r.rank for r in late)}",
+                5,
+                f"slow to answer {len(late)}",
+            )
+        )
     return parts
 
 

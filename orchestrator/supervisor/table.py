@@ -117,6 +117,8 @@ def _phase(r: RankRow, names: Names, uni: bool) -> Text:
     text = str(r.phase)
     if r.exit_code is not None or r.oom_killed:
         text += f" ({'OOMKilled' if r.oom_killed else r.exit_code})"
+    elif r.slow:  # answering late: its readings on this row are stale
+        return cell(f"{text} (slow)", "yellow")
     return cell(text, _PHASE_STYLE.get(r.phase, ""))
 
 

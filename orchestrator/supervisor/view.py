@@ -44,6 +44,11 @@ class RankRow(BaseModel):
     exit_code: int | None = None
     oom_killed: bool = False
     unreachable: str = ""
+    # Answering (its sshd opens each session) but its sampling commands run past their
+    # deadline: a busy docker daemon or host. Its readings are stale for `slow_for_s`; never
+    # set together with `unreachable`.
+    slow: str = ""
+    slow_for_s: float | None = None
     serving: str | None = None  # after READY: the head's readiness answer and latency
 
 
@@ -146,6 +151,8 @@ def build_view(
                 exit_code=r.exit_code,
                 oom_killed=r.oom_killed,
                 unreachable=r.lost_reason if r.lost_since is not None else "",
+                slow=r.slow_reason if _slow(r) else "",
+                slow_for_s=now - r.slow_since if _slow(r) and r.slow_since else None,
                 serving=_serving(s, r, phase),
             )
         )
@@ -162,6 +169,11 @@ def build_view(
         warnings=warnings,
         verdict=verdict,
     )
+
+
+def _slow(r: RankState) -> bool:
+    """Late but answering, and still worth saying: not lost, not exited."""
+    return r.slow_since is not None and r.lost_since is None and r.phase is not RankPhase.exited
 
 
 def _serving(s: BootState, r: RankState, phase: RunPhase) -> str | None:

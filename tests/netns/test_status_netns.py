@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -282,6 +283,38 @@ def test_status_with_one_node_unreachable_shows_that_row_unreachable_with_the_re
     # The human table says the same.
     assert human.returncode == 0, human.stderr
     assert "unreachable" in human.stdout and "derived live" in human.stdout
+
+
+def test_status_with_one_nodes_docker_daemon_frozen_shows_that_row_slow_not_unreachable_and_seven_live(
+    clean_testbed: Testbed,
+    state_home: Path,
+    resumed: dict[str, Any],
+) -> None:
+    """The node's sshd answers, its dockerd does not (SIGSTOP: a daemon too busy to answer).
+    `status` says that row is slow, as the logs left it, within the operator's docker deadline
+    (10 s, not the 30 s of a boot's docker call), and the other seven rows stay live."""
+    tb = clean_testbed
+    boot: BootProc = resumed["boot"]
+    frozen = 3
+    assert tb.signal_daemon(frozen, "dockerd", signal.SIGSTOP) is not None, "no dockerd to freeze"
+    try:
+        doc = status_json(tb, state_home, boot.id)
+        human = cluster(state_home, "status", "-i", str(tb.inventory), "--run", boot.id)
+    finally:
+        tb.signal_daemon(frozen, "dockerd", signal.SIGCONT)
+    assert doc["source"] == "live"
+    by = rows(doc)
+    late = by[frozen]
+    assert late["container_state"] == "slow" and not late["unreachable"], late
+    assert "docker" in late["slow"] and late["phase"] != "unreachable", late
+    for k in set(range(RANKS)) - {frozen}:
+        assert by[k]["container_state"] == "running" and not by[k]["slow"], by[k]
+    # Generous: the operator's docker deadline is 10 s and the probe after it 2 s; the boot's
+    # 30 s docker call would have held the table past this.
+    assert doc["_elapsed"] < 28, doc["_elapsed"]
+    TIMINGS["status --json with a node's dockerd frozen (s)"] = doc["_elapsed"]
+    assert human.returncode == 0, human.stderr
+    assert "(slow)" in human.stdout and "slow to answer 3" in human.stdout, human.stdout
 
 
 def test_cluster_stop_removes_only_that_runs_containers_after_saving_every_ranks_full_log_and_inspect(

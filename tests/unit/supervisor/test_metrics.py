@@ -16,6 +16,7 @@ from orchestrator.models.events import FollowInterrupted, Record, Smoke, Step, V
 from orchestrator.models.run import (
     Finding,
     NodeLost,
+    NodeSlow,
     Outcome,
     RankExited,
     RankStarted,
@@ -68,6 +69,7 @@ def loading_view(
     s = reduce_lines(s, 0, 121.0, ["[2026-12-01 06:00:21 TP0] Load weight end. elapsed=20.0 s"])
     s = reduce(s, NodeLost(ts=122.0, rank=1, reason="ssh: connection refused"))
     s = reduce(s, RankExited(ts=123.0, rank=2, exit_code=137, oom_killed=True))
+    s = reduce(s, NodeSlow(ts=119.0, rank=0, reason="docker inspect c0 answered after 4 s"))
     return build_view(
         s,
         125.0,
@@ -115,7 +117,9 @@ def test_every_rank_figure_of_the_view_is_a_series_with_run_rank_and_node():
         assert one(found, "cluster_rank_cached_bytes", **at) == r.cached
         assert one(found, "cluster_rank_expected_bytes", **at) == 10 * GB
         assert one(found, "cluster_rank_reachable", **at) == (0 if r.unreachable else 1)
+        assert one(found, "cluster_rank_slow", **at) == (1 if r.slow else 0)
     assert [r.phase for r in view.ranks] == ["loaded", "unreachable", "exited"]
+    assert [bool(r.slow) for r in view.ranks] == [True, False, False]
     assert one(found, "cluster_rank_read_rate_bytes_per_second", rank="1") == view.ranks[1].rate_bps
     assert one(found, "cluster_rank_eta_seconds", rank="1") == view.ranks[1].eta_s
     assert (

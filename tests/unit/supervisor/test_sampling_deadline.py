@@ -14,10 +14,21 @@ import pytest
 from orchestrator.errors import CommandTimeout, NodeUnreachable, answered_late
 from orchestrator.models.inventory import Node
 from orchestrator.models.memory import MemoryReading
+from orchestrator.models.run import (
+    NodeLost,
+    NodeSlow,
+    RankExited,
+    RankPhase,
+    RankStarted,
+    RunPhase,
+    Sample,
+)
 from orchestrator.runstore import RunStore
 from orchestrator.runtime.base import SAMPLE_TIMEOUT_S, ExitState, NodeSample, RankSpec
 from orchestrator.runtime.docker import DockerRuntime
+from orchestrator.supervisor.state import BootState, initial_state, reduce
 from orchestrator.supervisor.supervise import SuperviseConfig, Supervisor
+from orchestrator.supervisor.view import RankRow, build_view
 from orchestrator.supervisor.watchers import WatchConfig
 from orchestrator.transport import CommandResult
 
@@ -166,3 +177,32 @@ async def test_a_late_command_on_a_node_that_still_answers_is_slow_and_on_a_cut_
     with pytest.raises(NodeUnreachable):
         await DockerRuntime({"node3": cut}).state(SPEC, timeout_s=SAMPLE_TIMEOUT_S)  # type: ignore[dict-item]
     assert time.monotonic() - began < 10  # the probe's bound is 3 s
+
+
+async def test_a_late_log_tail_on_a_node_that_still_answers_is_slow_too() -> None:
+    """`cluster status` derived live asks for the tail beside the state: a busy daemon makes
+    that row slow, not unreachable."""
+    busy = LateInspect(cut=False)
+    with pytest.raises(CommandTimeout) as slow:
+        await DockerRuntime({"node3": busy}).tail(SPEC, 20, timeout_s=1.0)  # type: ignore[dict-item]
+    assert answered_late(slow.value) and busy.asked == ["docker", "true"]
+    assert "docker logs cluster-R-r0" in slow.value.line()
+
+
+def test_the_view_shows_a_slow_row_until_a_sample_comes_in_time_and_never_beside_lost() -> None:
+    cfg = WatchConfig()
+
+    def row(s: BootState, now: float) -> RankRow:
+        return build_view(s, now, cfg, run_id="r", recipe="x", phase=RunPhase.booting).ranks[0]
+
+    s = reduce(initial_state(["node3"]), RankStarted(ts=0.0, rank=0, container="c"))
+    s = reduce(s, NodeSlow(ts=10.0, rank=0, reason="docker inspect c answered after 4 s"))
+    late = row(s, 16.0)
+    assert late.slow == "docker inspect c answered after 4 s" and late.slow_for_s == 6.0
+    assert late.phase is RankPhase.starting and not late.unreachable
+    in_time = reduce(s, Sample(ts=17.0, rank=0, rchar=0))
+    assert row(in_time, 18.0).slow == "" and row(in_time, 18.0).slow_for_s is None
+    lost = reduce(s, NodeLost(ts=17.0, rank=0, reason="no SSH handshake"))
+    assert row(lost, 18.0).slow == "" and row(lost, 18.0).unreachable == "no SSH handshake"
+    ended = reduce(s, RankExited(ts=17.0, rank=0, exit_code=1))
+    assert row(ended, 18.0).slow == ""

@@ -61,3 +61,15 @@ def test_the_verdict_gets_its_line_even_when_no_rank_moved():
     serving = [row(k, "serving", 100.0) for k in range(8)]
     assert plain.due(view(T0, *serving)) is not None
     assert plain.due(view(T0 + 1, *serving, phase="ready")) == "21:37:41 ready · serving 0-7"
+
+
+def test_ranks_whose_nodes_answer_late_are_named_slow_not_unreachable():
+    late = view(
+        T0,
+        row(0, "loading", 40.0, 700),
+        row(1, "loading", 41.0, 690, slow="docker inspect c1 answered after 4 s", slow_for_s=8.0),
+        row(2, "loading", 42.0, 680, slow="docker logs c2 answered after 10 s", slow_for_s=3.0),
+    )
+    line = summary_line(late)
+    assert line.endswith("slow to answer 1-2"), line
+    assert "unreachable" not in line

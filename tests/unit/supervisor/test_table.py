@@ -212,3 +212,17 @@ def test_past_four_last_lines_the_ranks_left_out_are_named():
     notes = [line for line in lines if NOTE.match(line)]
     assert [n.split(":")[0] for n in notes] == ["rank 5", "rank 0", "rank 1", "rank 2"]
     assert "also ranks 3-4, 6-7: `cluster logs --rank K` shows a rank's lines" in lines
+
+
+def test_a_rank_whose_node_answers_late_reads_slow_in_its_phase_cell_and_in_the_summary():
+    rows = [row(k, pct=40.0 + k) for k in range(8)]
+    rows[4] = row(
+        4, pct=44.0, slow="docker inspect cluster-R-r4 answered after 4 s", slow_for_s=9.0
+    )
+    layout = lay_out(view(*rows), 160)
+    phases = {cells[0]: cells[2] for cells in layout.cells}  # rank, node, phase, ...
+    assert phases["4"] == "loading (slow)", phases
+    assert all(p == "loading" for k, p in phases.items() if k != "4"), phases
+    assert "slow to answer 4" in layout.lines[1].plain
+    # Every line still fits at the narrowest width the table supports.
+    assert all(len(line.plain) <= 60 for line in lay_out(view(*rows), 60).lines)
