@@ -95,8 +95,9 @@ def frozen_commit(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def probe(name: str, commit: str) -> list[dict[str, object]] | str:
-    """Each case's answer and fallback evidence, with the code of `commit` (or why not)."""
+def probe(name: str, commit: str, script: str = PROBE) -> list[dict[str, object]] | str:
+    """Each case's answer and fallback evidence, with the code of `commit` (or why not):
+    `script` run in a worktree of that commit, the set's cases folder its argument."""
     cases = FIXTURES / f"postmortem-{name}" / "cases"
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
@@ -105,7 +106,7 @@ def probe(name: str, commit: str) -> list[dict[str, object]] | str:
         try:
             env = {**os.environ, "PYTHONPATH": str(tree)}
             done = subprocess.run(
-                [sys.executable, "-c", PROBE, str(cases)],
+                [sys.executable, "-c", script, str(cases)],
                 cwd=tree,
                 env=env,
                 capture_output=True,
