@@ -13,6 +13,10 @@ another checkout's code (a pristine worktree at the commit before any rule chang
 that checkout first on PYTHONPATH; the cases are always read from this file's own checkout.
 The script prints which `orchestrator` it scored.
 
+`--threshold T` scores with the calibration's withholding threshold replaced by T: a candidate
+named before the score (bench/postmortem_threshold.py), judged on the same unseen answers; the
+set's figure stays the shipped threshold's.
+
 `--loso` scores the set leave-one-source-out instead: each case diagnosed without the rules
 written from its own tracker family alone (a signature whose `provenance` is that family only,
 an exception family whose provenance in calibration.json is), as bench/postmortem_corpus.py
@@ -190,6 +194,20 @@ def tally(rows: list[Scored]) -> str:
     )
 
 
+def _replace_threshold(threshold: float) -> None:
+    """Diagnose with the shipped calibration but another withholding threshold. The bench's
+    only reach into the postmortem's internals: `diagnose` reads the calibration through
+    `load_calibration`, which is swapped for one returning the copy."""
+    from dataclasses import replace
+
+    from orchestrator.postmortem import diagnose
+    from orchestrator.postmortem.calibration import load_calibration
+
+    candidate = replace(load_calibration(), threshold=threshold)
+    diagnose.load_calibration = lambda *_, **__: candidate  # type: ignore[assignment]
+    print(f"threshold replaced: {threshold} (shipped: {load_calibration().threshold})")
+
+
 def main(default_set: str = "third") -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=SETS, default=default_set)
@@ -197,7 +215,16 @@ def main(default_set: str = "third") -> int:
     parser.add_argument(
         "--loso", action="store_true", help="leave-one-source-out: without each family's rules"
     )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="score with the calibration's withholding threshold replaced by this one (a "
+        "candidate named before the score; the shipped threshold's score is the set's figure)",
+    )
     args = parser.parse_args()
+    if args.threshold is not None:
+        _replace_threshold(args.threshold)
     if args.cases_dir is None:
         args.cases_dir = FIXTURES / f"postmortem-{args.set}" / "cases"
     cases = load_cases(args.cases_dir)
