@@ -105,14 +105,13 @@ async def live_view(ctx: RunContext, options: ConnectOptions | None = None) -> B
     states: dict[int, str] = {}
     for spec, answer in zip(ctx.specs, answers, strict=True):
         k = spec.rank
-        if isinstance(answer, ClusterError) and answered_late(answer):
-            # Its sshd answered; its docker daemon did not in time (busy, or frozen): not lost.
-            state = reduce(state, NodeSlow(ts=now, rank=k, reason=answer.line()))
-            states[k] = "slow"
-            continue
         if isinstance(answer, ClusterError):
-            state = reduce(state, NodeLost(ts=now, rank=k, reason=answer.line()))
-            states[k] = "unreachable"
+            # Its sshd answered but its docker daemon did not in time (busy, or frozen): slow,
+            # not lost. Anything else: the node could not be asked.
+            late = answered_late(answer)
+            event = NodeSlow if late else NodeLost
+            state = reduce(state, event(ts=now, rank=k, reason=answer.line()))
+            states[k] = "slow" if late else "unreachable"
             continue
         exit_state, sample, tail = answer
         states[k] = exit_state.status

@@ -174,7 +174,7 @@ class DockerRuntime:
     async def state(self, spec: RankSpec, *, timeout_s: float | None = None) -> ExitState:
         argv = _cli(spec).inspect(spec.name, "{{json .State}}")
         try:
-            result = await self._run(spec, argv, timeout_s=timeout_s or 30)
+            result = await self._run(spec, argv, timeout_s=timeout_s or DEADLINES.docker_call_s)
         except CommandTimeout as exc:
             raise await self._late(spec, exc, f"docker inspect {spec.name}") from None
         if not result.ok:

@@ -134,6 +134,7 @@ class ProcessRuntime:
     async def tail(
         self, spec: RankSpec, lines: int, *, timeout_s: float | None = None
     ) -> list[tuple[str, bytes]]:
+        # `timeout_s` unused: the simulated ranks' logs are local files.
         out: list[tuple[str, bytes]] = []
         for stream in STREAMS:
             path = self.rank_dir(spec) / f"{stream}.log"

@@ -65,6 +65,14 @@ class RankState:
     memory: MemoryReading = field(default_factory=MemoryReading)  # the node's, last sampled
 
     @property
+    def slow_for(self) -> float | None:
+        """When its commands began running late, while that is still worth saying (not lost,
+        not exited); None otherwise. The view's `slow` row and the slow-node watcher read it."""
+        if self.lost_since is not None or self.phase is RankPhase.exited:
+            return None
+        return self.slow_since
+
+    @property
     def shown_phase(self) -> RankPhase:
         return RankPhase.unreachable if self.lost_since is not None else self.phase
 

@@ -151,8 +151,8 @@ def build_view(
                 exit_code=r.exit_code,
                 oom_killed=r.oom_killed,
                 unreachable=r.lost_reason if r.lost_since is not None else "",
-                slow=r.slow_reason if _slow(r) else "",
-                slow_for_s=now - r.slow_since if _slow(r) and r.slow_since else None,
+                slow=r.slow_reason if r.slow_for is not None else "",
+                slow_for_s=None if r.slow_for is None else now - r.slow_for,
                 serving=_serving(s, r, phase),
             )
         )
@@ -169,11 +169,6 @@ def build_view(
         warnings=warnings,
         verdict=verdict,
     )
-
-
-def _slow(r: RankState) -> bool:
-    """Late but answering, and still worth saying: not lost, not exited."""
-    return r.slow_since is not None and r.lost_since is None and r.phase is not RankPhase.exited
 
 
 def _serving(s: BootState, r: RankState, phase: RunPhase) -> str | None:

@@ -449,7 +449,7 @@ def watch_slow_nodes(s: BootState, now: float, cfg: WatchConfig) -> list[Finding
             r.rank,
             message=(
                 f"node {r.node} (rank {r.rank}) answers, but its sampling commands have run "
-                f"past their deadline for {now - r.slow_since:.0f} s ({r.slow_reason}); its "
+                f"past their deadline for {now - since:.0f} s ({r.slow_reason}); its "
                 "readings are stale, and it is not counted lost (its sshd answers)"
             ),
             advice=(
@@ -458,10 +458,7 @@ def watch_slow_nodes(s: BootState, now: float, cfg: WatchConfig) -> list[Finding
             ),
         )
         for r in s.ranks
-        if r.slow_since is not None
-        and r.lost_since is None
-        and r.phase is not RankPhase.exited
-        and now - r.slow_since >= cfg.lost_grace_s
+        if (since := r.slow_for) is not None and now - since >= cfg.lost_grace_s
     ]
 
 
