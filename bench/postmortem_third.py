@@ -96,8 +96,9 @@ class ThirdCase(BaseModel):
     source: str = Field(pattern=r"^https?://")  # a mirror may serve http only (30th, h-0002)
     date: date
     # issue-number: neither the post's date nor a log stamp was shown; the date of the thread's
-    # neighbours by number (fourth set)
-    date_basis: Literal["post", "log-stamp", "issue-number"] = "post"
+    # neighbours by number (fourth set); file: a log quoted in a repository's file, dated by the
+    # file's commit or the release it documents (fiftieth set)
+    date_basis: Literal["post", "log-stamp", "issue-number", "file"] = "post"
     project: str
     engine: Literal["sglang", "vllm", "torch", "nccl", "containerd", "other"]
     label: Label
