@@ -92,6 +92,7 @@ MINED_SETS = (
     "fortyfifth",
     "fortysixth",
     "fortyseventh",
+    "fortyninth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

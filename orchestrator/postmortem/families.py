@@ -282,7 +282,10 @@ FAMILIES: tuple[Family, ...] = (
         r"_STATUS_ARCH_MISMATCH|[Uu]nsupported GPU\b|UNSUPPORTED_PTX_VERSION|UnsupportedPtxVersion|"
         # ROCm's spellings of the same (HIP runtime codes, a gfx target the build lacks)
         r"NoBinaryForGpu|hipErrorInvalidDeviceFunction|HSA_STATUS_ERROR_INVALID_ISA|"
-        r"(?i:no (?:kernel|code object) (?:image )?(?:found |available )?for (?:gfx|target))",
+        r"(?i:no (?:kernel|code object) (?:image )?(?:found |available )?for (?:gfx|target))|"
+        # a kernel's dispatcher at run time, the words the other way round: TensorRT-LLM's
+        # CUTLASS runners, "Arch unsupported for CUTLASS FP4 GEMM" (the forty-ninth set's d-0001)
+        r"\bArch unsupported for\b",
         "a kernel or build that does not run on this GPU",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)

@@ -511,6 +511,9 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("cann-op-this-platform-only-supports", "unsupported-arch-kernel"),
         ("mooncake-master-client-rpc-call-failed-timed-out", "rendezvous-network"),
         ("mooncake-mount-segment-grpc-failed-to-connect", "rendezvous-network"),
+        # -- the forty-ninth set: UCX's socket connect under NIXL; a CUTLASS runner's arch
+        ("ucx-sock-connect-network-unreachable-nixl", "rendezvous-network"),
+        ("trtllm-cutlass-fp4-gemm-arch-unsupported", "unsupported-arch-kernel"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
