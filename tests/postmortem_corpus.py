@@ -93,6 +93,7 @@ MINED_SETS = (
     "fortysixth",
     "fortyseventh",
     "fortyninth",
+    "fiftieth",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 
@@ -139,7 +140,7 @@ class Case(BaseModel):
     )
     source: str = Field(pattern=r"^https?://")  # a mirror may serve http only (30th, h-0002)
     date: date
-    date_basis: Literal["post", "log-stamp", "issue-number"] = "post"
+    date_basis: Literal["post", "log-stamp", "issue-number", "file"] = "post"
     project: str
     engine: str
     label: Category

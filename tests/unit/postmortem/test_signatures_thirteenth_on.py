@@ -514,6 +514,13 @@ from tests.unit.postmortem.paste import diagnose_paste
         # -- the forty-ninth set: UCX's socket connect under NIXL; a CUTLASS runner's arch
         ("ucx-sock-connect-network-unreachable-nixl", "rendezvous-network"),
         ("trtllm-cutlass-fp4-gemm-arch-unsupported", "unsupported-arch-kernel"),
+        # -- the fiftieth set: FlashInfer's device checks (in the MoE launcher: the MoE runner),
+        # nvidia-smi's lost GPU, torch's writer on a full disk, vLLM's DCP check
+        ("flashinfer-trtllm-moe-launcher-requires-10x", "moe-runner"),
+        ("flashinfer-kernel-requires-10x-architecture", "unsupported-arch-kernel"),
+        ("nvidia-smi-device-handle-gpu-is-lost-reboot", "gpu-fault"),
+        ("torch-inline-container-unexpected-pos", "disk"),
+        ("vllm-dcp-tp-must-be-greater-than-kv-heads", "config-validator-refusal"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
