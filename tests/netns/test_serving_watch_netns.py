@@ -321,11 +321,18 @@ def test_a_leak_in_a_ranks_container_is_warned_about_with_its_rate_before_the_fl
     from orchestrator.simulator.weights import meminfo
 
     size = int(FLOOR_BELOW + 1e9)  # enough to reach the floor, and no more
-    boot = boots("--json", "--sim-fault", f"rank={LEAKS}:leak=100MB/s:after=2:max={size}")
+    # The leak begins `after=` seconds into serving, and the READY verdict reaches this test a
+    # few seconds in on an idle host, later on a busy one: a fresh-clone CI (33cc054) set the
+    # floor after a gigabyte had leaked, and the fall stopped 1 GiB above it. So the leak waits
+    # 15 s, and the floor is set from the node's MemAvailable as it was before the leak: what
+    # the leaking container holds beyond a twin's is added back.
+    boot = boots("--json", "--sim-fault", f"rank={LEAKS}:leak=100MB/s:after=15:max={size}")
     verdict = boot.wait()
     assert verdict["outcome"] == "READY", verdict
     monkeypatch.setenv("XDG_STATE_HOME", str(state_home))
-    floor = int(meminfo()["MemAvailable"] - FLOOR_BELOW)
+    twin = container_memory(testbed, LEAKS + 1, container_name(boot.id, LEAKS + 1))
+    leaked = max(0, container_memory(testbed, LEAKS, container_name(boot.id, LEAKS)) - twin)
+    floor = int(meminfo()["MemAvailable"] + leaked - FLOOR_BELOW)
     cfg = replace(
         ServeWatchConfig(),
         wedge_s=600.0,
