@@ -87,6 +87,13 @@ FAMILY_ORDER = ("vllm", "sglang", "torch-nccl", "containerd-moby", "hf", "kernel
 NOT_NAMED = ("unknown", "no-failure")
 
 
+# How a case is dated; the corpus's cases (tests/postmortem_corpus.py) use the same words.
+# issue-number: neither the post's date nor a log stamp was shown; the date of the thread's
+# neighbours by number (fourth set); file: a log quoted in a repository's file, dated by the
+# file's commit or the release it documents (fiftieth set)
+DateBasis = Literal["post", "log-stamp", "issue-number", "file"]
+
+
 class ThirdCase(BaseModel):
     """One excerpt of the third set: the corpus's keys plus `family` and the `no-failure` label."""
 
@@ -95,10 +102,7 @@ class ThirdCase(BaseModel):
     name: str = Field(description="the file's name (not a key of the file)")
     source: str = Field(pattern=r"^https?://")  # a mirror may serve http only (30th, h-0002)
     date: date
-    # issue-number: neither the post's date nor a log stamp was shown; the date of the thread's
-    # neighbours by number (fourth set); file: a log quoted in a repository's file, dated by the
-    # file's commit or the release it documents (fiftieth set)
-    date_basis: Literal["post", "log-stamp", "issue-number", "file"] = "post"
+    date_basis: DateBasis = "post"
     project: str
     engine: Literal["sglang", "vllm", "torch", "nccl", "containerd", "other"]
     label: Label

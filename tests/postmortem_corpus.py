@@ -27,6 +27,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.postmortem_third import DateBasis
 from orchestrator.postmortem import postmortem_logs
 from orchestrator.postmortem.calibration import Calibration, counts, load_calibration
 from orchestrator.postmortem.collect import collect_logs
@@ -140,7 +141,7 @@ class Case(BaseModel):
     )
     source: str = Field(pattern=r"^https?://")  # a mirror may serve http only (30th, h-0002)
     date: date
-    date_basis: Literal["post", "log-stamp", "issue-number", "file"] = "post"
+    date_basis: DateBasis = "post"
     project: str
     engine: str
     label: Category
