@@ -38,6 +38,22 @@ engines_after_install() {  # the engines group, once the install has ended (it b
   fi
 }
 
+# Free disk on each filesystem the suite writes to (this folder: .venv, .engines; the temp folder:
+# the built-in cluster's twin weights; /run: the testbeds' nodes, their images and /models),
+# sampled every 5 s; the report ends with each one's free space at start and its lowest. A disk
+# that fills mid-run fails weights pushes and containers for want of space, not for a bug: the
+# warning at start and those figures say which it was. SUITE_DISK_GIB is the most the suite was
+# measured to take on one filesystem (a fresh clone, engines' parsers included).
+SUITE_DISK_GIB=${SUITE_DISK_GIB:-14}
+disk_sample() {
+  df -P -BM . "${TMPDIR:-/tmp}" /run 2>/dev/null | awk 'NR > 1 { sub("M", "", $4); print $6, $4 }'
+}
+disk_sample >"$out/disk.start"
+awk -v need="$SUITE_DISK_GIB" '!seen[$1]++ && $2 / 1024 < need {
+  printf "!!! run_tiers: only %.1f GiB free on %s; the suite takes up to %d GiB there: tests that write (weights pushes, rank containers, twin weights) may FAIL for want of space, not for a bug !!!\n", $2 / 1024, $1, need }' "$out/disk.start"
+( while :; do disk_sample >>"$out/disk.samples"; sleep 5; done ) &
+disk_watch=$!
+
 # How fast this machine runs plain Python. The built-in cluster's and the netns tier's drills
 # time real behaviour against scaled deadlines (a twin's 22.5 s engine-ready deadline, a 38 s
 # boot in namespaces); on a machine whose core runs Python several times slower than the one
@@ -92,6 +108,13 @@ for group in builtin-cluster engines rest netns netns-2 netns-3; do
   cat "$out/$group.log"
   [ "$rc" -ne 0 ] && status=1
 done
+kill "$disk_watch" 2>/dev/null
+cat "$out/disk.start" "$out/disk.samples" 2>/dev/null | awk '
+  !($1 in first) { first[$1] = $2; low[$1] = $2; order[++n] = $1 }
+  $2 < low[$1] { low[$1] = $2 }
+  END { for (i = 1; i <= n; i++) { m = order[i]
+    printf "disk %s: %.1f GiB free at start, lowest %.1f GiB (it fell by up to %.1f GiB during the run)\n",
+      m, first[m] / 1024, low[m] / 1024, (first[m] - low[m]) / 1024 } }'
 echo "all groups done in $(( $(date +%s) - start )) s; exit $status"
 rm -rf "$out"
 exit "$status"

@@ -397,9 +397,9 @@ def test_a_simulated_boot_on_eight_nodes_reaches_ready_and_prints_the_endpoint(
     boot = ready_boot
     verdict = boot.extra["verdict"]
     assert boot.code == 0, boot.output()
-    assert verdict["outcome"] == "READY", verdict
+    assert verdict.get("outcome") == "READY", verdict
     printed = json.loads(boot.out.read_text())
-    assert printed["outcome"] == "READY"
+    assert printed.get("outcome") == "READY"
     assert printed["endpoint"] == "http://198.18.0.10:30000"
     assert printed["run_dir"] == str(boot.run)
     # After READY the boot sent its smoke request from the controller to the head's container.
@@ -473,7 +473,7 @@ def test_a_rank_with_throttled_reads_is_warned_about_before_the_window_closes_an
     boot = boots("--json", "--sim-fault", f"rank={straggler}:slow-read=2MB/s")
     verdict = boot.wait()
     assert boot.code != 0
-    assert verdict["outcome"] == "BARRIER_TIMEOUT", verdict
+    assert verdict.get("outcome") == "BARRIER_TIMEOUT", verdict
     assert verdict["rank"] == straggler
     assert f"rank {straggler} ({testbed.node(straggler).name})" in verdict["summary"]
     # The seven ranks that raised SGLang's ValueError are the consequence, not the cause.
@@ -525,7 +525,7 @@ def test_a_nodes_management_link_cut_mid_load_is_detected_within_ten_seconds_and
     testbed.cut_link(lost, "mgmt")
     cut = time.time()
     verdict = boot.wait()
-    assert verdict["outcome"] == "NODE_LOST", verdict
+    assert verdict.get("outcome") == "NODE_LOST", verdict
     assert verdict["rank"] == lost
     assert testbed.node(lost).name in verdict["summary"]
     events = boot.events()
@@ -605,7 +605,7 @@ def test_a_nodes_sshd_stopped_for_twenty_seconds_mid_load_and_restarted_loses_no
     assert drop_ssh_sessions(testbed, node, listener), "no established SSH session found"
     assert boot.proc.poll() is None, "the boot ended during the outage:\n" + boot.output()
     verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
+    assert verdict.get("outcome") == "READY", verdict
     assert verdict["repaired_bytes"] == 0
     assert_logs_reconcile(testbed, boot, range(RANKS))
     follow = boot.follow(node)
@@ -641,7 +641,7 @@ def test_a_nodes_docker_daemon_frozen_for_twenty_seconds_mid_load_is_slow_not_lo
         testbed.signal_daemon(node, "dockerd", signal.SIGCONT)
     assert boot.proc.poll() is None, "the boot ended while dockerd was frozen:\n" + boot.output()
     verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
+    assert verdict.get("outcome") == "READY", verdict
     events = boot.events()
     assert not [e for e in events if e.get("kind") == "node_lost"], "a slow node counted lost"
     slow = [e for e in events if e.get("kind") == "node_slow" and e.get("rank") == node]
@@ -662,7 +662,7 @@ def test_a_rank_crashing_with_the_trtllm_fmha_signature_is_rank_exited_naming_it
     boot = boots("--sim-fault", f"rank={crashed}:exit-at=autotune:signature=trtllm-fmha")
     verdict = boot.wait()
     assert boot.code != 0
-    assert verdict["outcome"] == "RANK_EXITED", verdict
+    assert verdict.get("outcome") == "RANK_EXITED", verdict
     assert verdict["rank"] == crashed
     assert (
         f"rank {crashed} ({testbed.node(crashed).name}) exited (exit code 1)" in verdict["summary"]
@@ -687,7 +687,7 @@ def test_a_rank_oom_killed_under_a_container_memory_limit_is_reported_as_oomkill
     opts = [f"--sim-docker-opt={flags[i]}={flags[i + 1]}" for i in range(0, len(flags), 2)]
     boot = boots("--json", *opts, "--sim-fault", f"rank={hog}:hog=512MB")
     verdict = boot.wait()
-    assert verdict["outcome"] == "RANK_EXITED", verdict
+    assert verdict.get("outcome") == "RANK_EXITED", verdict
     assert verdict["rank"] == hog
     assert "OOMKilled" in verdict["summary"]
     exit_state = read_json(boot.run / f"rank-{hog}" / "exit.json")

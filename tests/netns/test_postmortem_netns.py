@@ -36,7 +36,7 @@ def test_a_node_cut_during_load_is_named_by_the_postmortem_with_a_network_cause(
     testbed.cut_link(CUT, "mgmt")
     testbed.cut_link(CUT, "fabric")
     verdict = boot.wait()
-    assert verdict["outcome"] == "NODE_LOST", verdict
+    assert verdict.get("outcome") == "NODE_LOST", verdict
     testbed.restore_link(CUT)
 
     done = cluster(state_home, "postmortem", str(boot.run), "--json")

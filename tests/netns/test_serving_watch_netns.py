@@ -79,7 +79,7 @@ def test_a_node_cut_while_serving_is_node_lost_within_15_s_with_its_log_kept(
 ) -> None:
     boot = boots("--json", "--watch")
     verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
+    assert verdict.get("outcome") == "READY", verdict
     # `cluster boot` returned once its watcher held the run.
     holder = json.loads((boot.run / "lock.json").read_text())
     watcher = int(holder["pid"])
@@ -101,13 +101,13 @@ def test_a_node_cut_while_serving_is_node_lost_within_15_s_with_its_log_kept(
         named = float(incident["ts"]) - cut
         test_boot_netns.TIMINGS["serving: NODE_LOST named after the cut (s)"] = named
         print(f"NODE_LOST named {named:.1f} s after the cut")  # shown with -s
-        assert incident["outcome"] == "NODE_LOST", incident
+        assert incident.get("outcome") == "NODE_LOST", incident
         assert incident["rank"] == LOST and incident["final"] is True, incident
         assert testbed.node(LOST).name in incident["message"], incident["message"]
         assert named <= 15.0, f"NODE_LOST named {named:.1f} s after the cut"
         wait_for("the watcher to end", lambda: not alive(watcher), timeout=60)
         final = boot.verdict() or {}
-        assert final["outcome"] == "NODE_LOST" and final["rank"] == LOST, final
+        assert final.get("outcome") == "NODE_LOST" and final["rank"] == LOST, final
         assert not (boot.run / "lock.json").exists()
         # The node's log up to the cut is kept: the preserved copy is the start of the node's
         # log and holds the whole boot; its follower says it was not reconciled, and why.
@@ -173,7 +173,7 @@ def test_a_rank_dying_while_serving_is_rank_died_within_30_s_and_restart_max_2_b
     # Each death: RANK_DIED, its exit code and its own last words, named within 30 s of the
     # container's end (docker's FinishedAt; exit.json is kept with each attempt).
     for i, kept in zip(found, ("attempt-0", "attempt-1", "."), strict=True):
-        assert i["outcome"] == "RANK_DIED" and i["exit_code"] == 3, i
+        assert i.get("outcome") == "RANK_DIED" and i["exit_code"] == 3, i
         assert "exit code 3" in i["message"], i["message"]
         assert any("RuntimeError" in line for line in i["last_lines"]), i["last_lines"]
         died = read_json(run / kept / f"rank-{DIES}" / "exit.json")
@@ -276,7 +276,7 @@ def test_a_watcher_killed_while_serving_is_resumed_by_supervise_without_a_gap_an
         named = float(incident["ts"]) - hung
         test_boot_netns.TIMINGS["serving: WEDGED named after the hang (s)"] = named
         print(f"WEDGED ({incident['signal']}) named {named:.1f} s after the hang")
-        assert incident["outcome"] == "WEDGED" and incident["rank"] == 0, incident
+        assert incident.get("outcome") == "WEDGED" and incident["rank"] == 0, incident
         assert incident["signal"] in ("metrics", "canary") and incident["final"], incident
         assert 0 <= named <= WEDGE_S + 30.0, f"WEDGED named {named:.1f} s after the hang"
         code = supervise.wait(timeout=60)  # a final incident ends the watch, with its code
@@ -328,7 +328,7 @@ def test_a_leak_in_a_ranks_container_is_warned_about_with_its_rate_before_the_fl
     # the leaking container holds beyond a twin's is added back.
     boot = boots("--json", "--sim-fault", f"rank={LEAKS}:leak=100MB/s:after=15:max={size}")
     verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
+    assert verdict.get("outcome") == "READY", verdict
     monkeypatch.setenv("XDG_STATE_HOME", str(state_home))
     twin = container_memory(testbed, LEAKS + 1, container_name(boot.id, LEAKS + 1))
     leaked = max(0, container_memory(testbed, LEAKS, container_name(boot.id, LEAKS)) - twin)

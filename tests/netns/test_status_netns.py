@@ -165,7 +165,7 @@ def test_during_a_boot_status_from_a_second_process_shows_all_eight_ranks_progre
     finally:
         tmux.close()
     verdict = boot.wait()
-    assert verdict["outcome"] == "READY", verdict
+    assert verdict.get("outcome") == "READY", verdict
 
 
 # -- the controller dies --------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_cluster_supervise_resumes_the_run_to_ready_and_every_log_reconciles_wit
     assert sup.returncode == 0, sup.stdout[-2000:] + sup.stderr[-2000:]
     assert "READY" in sup.stdout
     verdict = read_json(boot.run / "verdict.json")
-    assert verdict["outcome"] == "READY"
+    assert verdict.get("outcome") == "READY"
     assert verdict["repaired_bytes"] == 0
     # What the ranks wrote while no supervisor ran was fetched on resume, and said so.
     assert verdict["fetched_on_resume_bytes"] > 0
