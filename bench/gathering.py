@@ -45,6 +45,15 @@ RENAMES = {
     "thudm/chatglm-6b": "zai-org/chatglm-6b",
     "thudm/chatglm2-6b": "zai-org/chatglm2-6b",
     "jmorganca/ollama": "ollama/ollama",
+    # found by the fiftieth and fifty-first sets' helpers (a used repository passing as NEW)
+    "pygmalionai/aphrodite-engine": "dphnai/sonar",
+    "substratusai/kubeai": "kubeai-project/kubeai",
+    "oobabooga/text-generation-webui": "oobabooga/textgen",
+    "microsoft/deepspeed-mii": "deepspeedai/deepspeed-mii",
+    "microsoft/deepspeed": "deepspeedai/deepspeed",
+    "go-skynet/localai": "mudler/localai",
+    "runpod/worker-vllm": "runpod-workers/worker-vllm",
+    "meta-llama/llama-stack-apps": "ogx-ai/llama-stack-apps",
 }
 URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 BLOB = re.compile(
