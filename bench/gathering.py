@@ -54,6 +54,7 @@ RENAMES = {
     "go-skynet/localai": "mudler/localai",
     "runpod/worker-vllm": "runpod-workers/worker-vllm",
     "meta-llama/llama-stack-apps": "ogx-ai/llama-stack-apps",
+    "kubeflow/training-operator": "kubeflow/trainer",
 }
 URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 BLOB = re.compile(
