@@ -55,6 +55,9 @@ RENAMES = {
     "runpod/worker-vllm": "runpod-workers/worker-vllm",
     "meta-llama/llama-stack-apps": "ogx-ai/llama-stack-apps",
     "kubeflow/training-operator": "kubeflow/trainer",
+    "modelscope/swift": "modelscope/ms-swift",
+    "qwenlm/qwen2-vl": "qwenlm/qwen3-vl",
+    "thudm/visualglm-6b": "zai-org/visualglm-6b",
 }
 URL = re.compile(r"https?://[^\s\"'<>`)\]]+")
 BLOB = re.compile(
