@@ -43,8 +43,12 @@ OVERHEAD_S = 0.05
 
 
 def tpot_ok(measured: float | None, expected: float) -> bool:
-    """A time per output token the decode rate sets: up to a quarter short, 10 % long."""
-    return measured is not None and 0.75 * expected <= measured <= 1.10 * expected
+    """A time per output token the decode rate sets: up to a quarter short, half again long.
+
+    A busy host adds its scheduling delay to every token (a fresh-clone CI beside other work
+    measured 22.7 ms where 20 were set, past the 10 % this allowed before); a twin decoding at
+    half the rate (40 ms) or twice it (10 ms) still fails."""
+    return measured is not None and 0.75 * expected <= measured <= 1.5 * expected
 
 
 def took(measured: float | None, expected: float) -> bool:
@@ -116,7 +120,7 @@ async def test_a_booted_twin_passes_the_smoke_and_benches_at_its_configured_rate
         # time after the first token over the tokens after it: a busy host that delays the first
         # token's delivery lets the next ones arrive together, and reads TPOT short (a fresh-
         # clone CI of f7162ef: 17.8 ms for 20). A quarter below still fails a twin at twice the
-        # rate (10 ms), as 10 % above fails one at half of it (40 ms).
+        # rate (10 ms), as half again above fails one at half of it (40 ms).
         assert tpot_ok(lv.tpot.p50, 1 / DECODE), (lv.depth, lv.concurrency, lv.tpot)
     for lv in (x for x in report.levels if x.concurrency == 1):
         ttft = lv.prompt_len_mean / PREFILL  # type: ignore[operator]
