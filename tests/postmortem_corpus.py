@@ -95,6 +95,7 @@ MINED_SETS = (
     "fortyseventh",
     "fortyninth",
     "fiftieth",
+    "fiftyfirst",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -152,6 +152,9 @@ _CALL_MISMATCH = (
 _ARCHITECTURE_REFUSED = (
     r"[Uu]nknown architecture|[Aa]rchitectures? .{0,120}(?:are|is) not supported"
     r"|does not recognize this architecture"
+    # SGLang's registry lists every architecture it knows, MoE ones among them (the fifty-first
+    # set's d-0008: "Unsupported architectures: ChatGLMForConditionalGeneration. Supported list")
+    r"|[Uu]nsupported architectures?: "
 )
 
 FAMILIES: tuple[Family, ...] = (
@@ -287,6 +290,10 @@ FAMILIES: tuple[Family, ...] = (
         # CUTLASS runners, "Arch unsupported for CUTLASS FP4 GEMM" (the forty-ninth set's d-0001)
         r"\bArch unsupported for\b",
         "a kernel or build that does not run on this GPU",
+        # the engine's dtype check names the compute capability too, but it is the validator's
+        # refusal (dtype-needs-compute-capability; the fifty-first set's m-0001: vLLM's
+        # "Bfloat16 is only supported on GPUs with compute capability of at least 8.0")
+        unless=r"Bfloat16 is only supported on GPUs|doesn't support bf16",
     ),
     # raised while reading the weight files, whatever it says (a shape assert, a bare error)
     _f(

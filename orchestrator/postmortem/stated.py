@@ -55,6 +55,8 @@ KEYWORDS: tuple[bytes, ...] = (
     b"ouldn't",
     b"annot ",
     b"nable to",
+    b"unhealthy",
+    b"health check",
 )
 
 _NOT_A_LEVEL = re.compile(r"\|\s*ERROR\s*\|\s*stderr\s*\|")
@@ -75,6 +77,14 @@ _QUIET_LEVEL = re.compile(
     r"|\b[A-Z][A-Za-z]*Warning\b"  # RuntimeWarning: Failed to read commit hash
     r"|\b[Ww]arning:"  # ollama's "routes.go:716: Warning: ... nvidia-smi command failed"
 )
+# A health check failing happens only while a server serves: such a line is a failure wherever it
+# stands, even before the engine's own serving lines (an engine prints its throughput on while
+# its supervisor gives up on it).
+_SERVING_HEALTH_FAILED = (
+    r"\b(?:marking it |marked |is |became |as )unhealthy\b"
+    r"|\b[Hh]ealth ?check (?:failed|timed out)|\b[Dd]idn't receive health check response"
+)
+_HEALTH = re.compile(_SERVING_HEALTH_FAILED)
 _SAYS_FAILED = re.compile(
     r"\b(?:[Ff]ailed|FAILED|[Oo]ut of memory|Segmentation fault|core dumped|Aborted)\b"
     r"|\b[Ee]xit(?:ed with)? (?:code|status)[:= ]*-?[1-9]"
@@ -87,6 +97,9 @@ _SAYS_FAILED = re.compile(
     # the process aborted, even when the paste lost the message before it (the forty-sixth set,
     # llama-server after it served)
     r"|\(ggml_abort\+0x[0-9a-f]+\)"
+    # a server's health check failing (a serving replica marked unhealthy, "health check failed",
+    # "health check timed out"; the fifty-first set's e-0005, Ray Serve)
+    r"|" + _SERVING_HEALTH_FAILED
 )
 # Words that say nothing failed: counters at zero, conditionals, a test suite's summary, and
 # SGLang's scheduler retracting a request when its KV pool is full ("Decode out of memory
@@ -107,3 +120,8 @@ def states_failure(text: str) -> bool:
     if _QUIET_LEVEL.search(text):
         return False
     return bool(_SAYS_FAILED.search(text)) and not _NOTHING_FAILED.search(text)
+
+
+def states_serving_health_failure(text: str) -> bool:
+    """Whether a line stating a failure says a serving health check failed (see above)."""
+    return bool(_HEALTH.search(text)) and states_failure(text)

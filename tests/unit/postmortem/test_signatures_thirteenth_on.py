@@ -521,6 +521,28 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("nvidia-smi-device-handle-gpu-is-lost-reboot", "gpu-fault"),
         ("torch-inline-container-unexpected-pos", "disk"),
         ("vllm-dcp-tp-must-be-greater-than-kv-heads", "config-validator-refusal"),
+        # -- the fifty-first set: a serving replica's health check unanswered (it was called
+        # `ready`), a full disk under safetensors' writer (it was called a bad shard), SGLang's
+        # registry with MoE names in its list (it was called the MoE runner), Triton's FP8 E4M3
+        # refusal (in the fused MoE kernel: the MoE runner), the network under KV transfer, the
+        # store, HCCL and perftest, SYCL's allocation, a quota, a missing checkpoint, a broken or
+        # unfetchable vocabulary, enroot's layer conversion
+        ("ray-serve-no-health-check-response-replica-unhealthy", "watchdog-timeout"),
+        ("safetensors-serializing-no-space-left-os-error-28", "disk"),
+        ("pip-oserror-errno-122-disk-quota-exceeded", "disk"),
+        ("sglang-unsupported-architectures-supported-list", "config-validator-refusal"),
+        ("triton-compile-fp8e4nv-not-supported-decode-kernel", "unsupported-arch-kernel"),
+        ("triton-compile-fp8e4nv-not-supported-fused-moe-kernel", "moe-runner"),
+        ("sglang-pd-decode-instance-could-be-dead-mooncake-session", "rendezvous-network"),
+        ("mooncake-rdma-transport-no-available-rnic", "rendezvous-network"),
+        ("torch-tcpstore-sendbytes-failed-broken-pipe", "rendezvous-network"),
+        ("hccl-rasocket-wait-timeout-for-sockets-recv", "rendezvous-network"),
+        ("perftest-couldnt-connect-to-server", "rendezvous-network"),
+        ("ggml-sycl-cant-allocate-bytes-on-device", "out-of-memory"),
+        ("sd-webui-cant-run-without-a-checkpoint", "weights-files"),
+        ("llama-cpp-vocab-id-to-token-size-assert", "tokenizer-config"),
+        ("openai-harmony-error-downloading-vocab-file", "tokenizer-config"),
+        ("enroot-aufs2ovlfs-failed-to-set-capabilities", "image-unpack-race"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1233,3 +1255,43 @@ def test_a_model_refused_by_an_architecture_name_with_moe_in_it_is_not_the_moe_r
     assert d.category != "moe-runner", d.verdict
     d = diagnose_paste(tmp_path, "RuntimeError: FusedMoE expert_map does not fit num_experts=64")
     assert d.category == "moe-runner", d.verdict
+
+
+def test_a_replica_marked_unhealthy_while_its_engine_prints_throughput_is_not_ready(
+    tmp_path: Path,
+) -> None:
+    # vLLM's periodic throughput line reads as serving, but Ray Serve had given up on the
+    # replica (the fifty-first set's e-0005: it was called `ready`)
+    d = diagnose_paste(
+        tmp_path,
+        by_id("ray-serve-no-health-check-response-replica-unhealthy").text,
+        "(_EngineBackgroundProcess pid=194388) INFO 06-25 04:39:52 [metrics.py:486] Avg prompt throughput: 27408.8 tokens/s, Avg generation throughput: 4.9 tokens/s, Running: 49 reqs, Swapped: 0 reqs, Pending: 951 reqs, GPU KV cache usage: 16.8%, CPU KV cache usage: 0.0%. [repeated 2x across cluster]",
+    )
+    assert d.category == "watchdog-timeout", d.verdict
+
+
+def test_the_engines_dtype_check_naming_the_compute_capability_is_the_validators(
+    tmp_path: Path,
+) -> None:
+    # vLLM's worker refusing bfloat16 on a V100 names the compute capability, but it is the
+    # engine's check (change --dtype), not a kernel (the fifty-first set's m-0001)
+    d = diagnose_paste(
+        tmp_path,
+        "    _check_if_gpu_supports_dtype(self.model_config.dtype)",
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100-SXM2-16GB GPU has compute capability 7.0. You can use float16 instead by explicitly setting the`dtype` flag in CLI, for example: --dtype=half.",
+    )
+    assert d.category == "config-validator-refusal", d.verdict
+
+
+def test_a_health_check_failing_before_the_engines_throughput_lines_is_never_ready(
+    tmp_path: Path,
+) -> None:
+    # in words no signature knows: the supervisor gave up on the replica while its engine
+    # printed its throughput on (the fifty-first set's e-0005, without its own rule: the
+    # leave-one-source-out fold called it `ready`)
+    d = diagnose_paste(
+        tmp_path,
+        "2025-06-25 04:39:50 replica 'vLLM:Qwen3-32B#rut1591v' health check timed out after 10.0s",
+        "INFO 06-25 04:39:52 [metrics.py:486] Avg prompt throughput: 27408.8 tokens/s, Avg generation throughput: 4.9 tokens/s, Running: 49 reqs, Swapped: 0 reqs, Pending: 951 reqs, GPU KV cache usage: 16.8%, CPU KV cache usage: 0.0%.",
+    )
+    assert d.category != "ready" and d.outcome != "ready", d.verdict
