@@ -54,7 +54,7 @@ from orchestrator.postmortem.model import (
     TimelineEntry,
 )
 from orchestrator.postmortem.signatures import SignatureSet
-from orchestrator.postmortem.stated import states_serving_health_failure
+from orchestrator.postmortem.stated import says_health_check_failed
 from orchestrator.wording import clock, first_sentence, plural, rank_list, short
 
 if TYPE_CHECKING:
@@ -380,7 +380,7 @@ def _ends_failing_after_ready(r: RankFacts) -> bool:
         return False
     if any(s.file == e.file and s.line < e.line for s in serving for e in r.stated):
         return True  # a line after it says something failed (stated.py): not ready
-    if any(states_serving_health_failure(e.text) for e in r.stated):
+    if any(says_health_check_failed(e.text) for e in r.stated):
         return True  # a health check failed: the server was serving, wherever the line stands
     if not any(s.file == last.file and s.line < last.line for s in serving):
         return False

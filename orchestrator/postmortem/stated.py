@@ -122,6 +122,7 @@ def states_failure(text: str) -> bool:
     return bool(_SAYS_FAILED.search(text)) and not _NOTHING_FAILED.search(text)
 
 
-def states_serving_health_failure(text: str) -> bool:
-    """Whether a line stating a failure says a serving health check failed (see above)."""
-    return bool(_HEALTH.search(text)) and states_failure(text)
+def says_health_check_failed(text: str) -> bool:
+    """Whether a line already found to state a failure (`states_failure`) says that a serving
+    health check failed (see `_SERVING_HEALTH_FAILED`)."""
+    return _HEALTH.search(text) is not None
