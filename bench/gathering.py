@@ -141,8 +141,8 @@ def write_case(set_name: str, spec_path: Path) -> int:
 
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     letter, slug = spec.pop("letter", ""), spec.pop("slug", "")
-    if not re.fullmatch(r"[a-h]", letter) or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug):
-        print("REFUSED: letter a-h and a slug of a-z0-9 words joined by -")
+    if not re.fullmatch(r"[a-z]", letter) or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug):
+        print("REFUSED: letter a-z and a slug of a-z0-9 words joined by -")
         return 2
     if source_key(spec.get("source", "")) in taken_keys():
         print("REFUSED: source TAKEN (an earlier set, a rule or this set uses that source)")
