@@ -17,6 +17,8 @@ The script prints which `orchestrator` it scored.
 named before the score (bench/postmortem_threshold.py), judged on the same unseen answers; the
 set's figure stays the shipped threshold's.
 
+`--model-threshold T` does the same for the learned model's answering threshold (learned.json).
+
 `--loso` scores the set leave-one-source-out instead: each case diagnosed without the rules
 written from its own tracker family alone (a signature whose `provenance` is that family only,
 an exception family whose provenance in calibration.json is), as bench/postmortem_corpus.py
@@ -213,6 +215,18 @@ def _replace_threshold(threshold: float) -> None:
     print(f"threshold replaced: {threshold} (shipped: {load_calibration().threshold})")
 
 
+def _replace_model_threshold(threshold: float) -> None:
+    """Diagnose with the shipped learned model but another answering threshold (a candidate
+    named before the score, as `--threshold` is for the calibration's)."""
+    from dataclasses import replace
+
+    from orchestrator.postmortem import learned
+
+    shipped = learned.current_model()
+    learned._OVERRIDE.append(replace(shipped, threshold=threshold))
+    print(f"model threshold replaced: {threshold} (shipped: {shipped.threshold})")
+
+
 def main(default_set: str = "third") -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=SETS, default=default_set)
@@ -227,9 +241,18 @@ def main(default_set: str = "third") -> int:
         help="score with the calibration's withholding threshold replaced by this one (a "
         "candidate named before the score; the shipped threshold's score is the set's figure)",
     )
+    parser.add_argument(
+        "--model-threshold",
+        type=float,
+        default=None,
+        help="score with the learned model's answering threshold replaced by this one (a "
+        "candidate named before the score)",
+    )
     args = parser.parse_args()
     if args.threshold is not None:
         _replace_threshold(args.threshold)
+    if args.model_threshold is not None:
+        _replace_model_threshold(args.model_threshold)
     if args.cases_dir is None:
         args.cases_dir = FIXTURES / f"postmortem-{args.set}" / "cases"
     cases = load_cases(args.cases_dir)
