@@ -96,6 +96,7 @@ MINED_SETS = (
     "fortyninth",
     "fiftieth",
     "fiftyfirst",
+    "fiftysecond",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

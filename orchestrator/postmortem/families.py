@@ -159,7 +159,16 @@ _ARCHITECTURE_REFUSED = (
 
 FAMILIES: tuple[Family, ...] = (
     _f("out-of-memory", "medium", r"OutOfMemory|^MemoryError$", None, "an out-of-memory error"),
-    _f("out-of-memory", "medium", None, r"(?i)out of memory|\bOOM\b", "memory ran out"),
+    _f(
+        "out-of-memory",
+        "medium",
+        None,
+        r"(?i)out of memory|\bOOM\b",
+        "memory ran out",
+        # SGLang's launcher names the OOM killer only as the cause of exit code -9; beside any
+        # other exit code its hint is not evidence of memory (the fifty-second set's m-0006)
+        unless=r"exit code: -(?!9\))[0-9]+\)\. If exit code is -9",
+    ),
     # an allocator that could not allocate says so without "out of memory" (cuBLAS's workspace,
     # the CUDA runtime's code names, the caching allocator, C++ bad_alloc, ENOMEM): issue 29
     _f(

@@ -543,6 +543,18 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("llama-cpp-vocab-id-to-token-size-assert", "tokenizer-config"),
         ("openai-harmony-error-downloading-vocab-file", "tokenizer-config"),
         ("enroot-aufs2ovlfs-failed-to-set-capabilities", "image-unpack-race"),
+        # the fifty-second set (mined after its freeze)
+        ("slurmstepd-oom-kill-underscore-event", "out-of-memory"),
+        ("lmdeploy-turbomind-no-enough-cache-entries", "kv-cache-budget"),
+        ("vllm-chunked-mm-input-over-batched-tokens", "config-validator-refusal"),
+        ("trtllm-fp8-fmha-cannot-be-enabled", "config-validator-refusal"),
+        ("vllm-omni-model-class-not-in-diffusion-registry", "config-validator-refusal"),
+        ("vllm-omni-could-not-determine-model-type", "tokenizer-config"),
+        ("ascend-bin-package-socversion-mismatch", "unsupported-arch-kernel"),
+        ("hip-runtime-no-target-architecture", "unsupported-arch-kernel"),
+        ("kserve-storage-initializer-model-path-missing", "weights-files"),
+        ("modelscope-config-json-download-incomplete", "tokenizer-config"),
+        ("transformers-config-mapping-keyerror-notebook", "tokenizer-config"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
@@ -1295,3 +1307,14 @@ def test_a_health_check_failing_before_the_engines_throughput_lines_is_never_rea
         "INFO 06-25 04:39:52 [metrics.py:486] Avg prompt throughput: 27408.8 tokens/s, Avg generation throughput: 4.9 tokens/s, Running: 49 reqs, Swapped: 0 reqs, Pending: 951 reqs, GPU KV cache usage: 16.8%, CPU KV cache usage: 0.0%.",
     )
     assert d.category != "ready" and d.outcome != "ready", d.verdict
+
+
+def test_sglangs_oom_hint_names_memory_only_for_exit_code_minus_9(tmp_path: Path) -> None:
+    # SGLang's launcher appends "If exit code is -9 (SIGKILL), a common cause is the OS OOM
+    # killer" to every scheduler death: beside -3 it is not evidence of memory (m-0006 of the
+    # fifty-second set was answered out-of-memory); beside -9 the kill is still read as memory.
+    line = by_id("sglang-scheduler-died-exit-3-oom-hint").text
+    d = diagnose_paste(tmp_path, line)
+    assert d.category != "out-of-memory", d.verdict
+    killed = diagnose_paste(tmp_path, line.replace("(exit code: -3)", "(exit code: -9)"))
+    assert killed.category == "out-of-memory", killed.verdict
