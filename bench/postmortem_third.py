@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import date
 from functools import cache
@@ -215,16 +216,16 @@ def _replace_threshold(threshold: float) -> None:
     print(f"threshold replaced: {threshold} (shipped: {load_calibration().threshold})")
 
 
-def _replace_model_threshold(threshold: float) -> None:
+def _with_model_threshold(threshold: float) -> AbstractContextManager[None]:
     """Diagnose with the shipped learned model but another answering threshold (a candidate
     named before the score, as `--threshold` is for the calibration's)."""
     from dataclasses import replace
 
-    from orchestrator.postmortem import learned
+    from orchestrator.postmortem.learned import current_model, using_model
 
-    shipped = learned.current_model()
-    learned._OVERRIDE.append(replace(shipped, threshold=threshold))
+    shipped = current_model()
     print(f"model threshold replaced: {threshold} (shipped: {shipped.threshold})")
+    return using_model(replace(shipped, threshold=threshold))
 
 
 def main(default_set: str = "third") -> int:
@@ -251,8 +252,6 @@ def main(default_set: str = "third") -> int:
     args = parser.parse_args()
     if args.threshold is not None:
         _replace_threshold(args.threshold)
-    if args.model_threshold is not None:
-        _replace_model_threshold(args.model_threshold)
     if args.cases_dir is None:
         args.cases_dir = FIXTURES / f"postmortem-{args.set}" / "cases"
     cases = load_cases(args.cases_dir)
@@ -264,7 +263,12 @@ def main(default_set: str = "third") -> int:
     print(f"cases: {args.cases_dir} ({len(cases)})")
     print(f"orchestrator scored: {Path(orchestrator.__file__).resolve().parent}")
     began = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="pm-third-") as tmp:
+    model = (
+        nullcontext()
+        if args.model_threshold is None
+        else _with_model_threshold(args.model_threshold)
+    )
+    with model, tempfile.TemporaryDirectory(prefix="pm-third-") as tmp:
         rows = [
             Scored(c, answer_of(c.excerpt, Path(tmp), c.family if args.loso else None))
             for c in cases
