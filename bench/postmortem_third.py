@@ -17,7 +17,9 @@ The script prints which `orchestrator` it scored.
 named before the score (bench/postmortem_threshold.py), judged on the same unseen answers; the
 set's figure stays the shipped threshold's.
 
-`--model-threshold T` does the same for the learned model's answering threshold (learned.json).
+`--model-threshold T` does the same for the learned model's answering threshold (learned.json),
+and `--dissent-at T` for the probability at which the model's other reading of a boot the rules
+named withholds their answer (learned.dissent; `--dissent-at 1.1` switches it off).
 
 `--loso` scores the set leave-one-source-out instead: each case diagnosed without the rules
 written from its own tracker family alone (a signature whose `provenance` is that family only,
@@ -216,16 +218,28 @@ def _replace_threshold(threshold: float) -> None:
     print(f"threshold replaced: {threshold} (shipped: {load_calibration().threshold})")
 
 
-def _with_model_threshold(threshold: float) -> AbstractContextManager[None]:
-    """Diagnose with the shipped learned model but another answering threshold (a candidate
-    named before the score, as `--threshold` is for the calibration's)."""
+def _with_model(threshold: float | None, dissent_at: float | None) -> AbstractContextManager[None]:
+    """Diagnose with the shipped learned model but another answering threshold, or another
+    probability at which its dissent withholds the rules' answer (candidates named before the
+    score, as `--threshold` is for the calibration's)."""
     from dataclasses import replace
 
     from orchestrator.postmortem.learned import current_model, using_model
 
     shipped = current_model()
-    print(f"model threshold replaced: {threshold} (shipped: {shipped.threshold})")
-    return using_model(replace(shipped, threshold=threshold))
+    if threshold is None and dissent_at is None:
+        return nullcontext()
+    if threshold is not None:
+        print(f"model threshold replaced: {threshold} (shipped: {shipped.threshold})")
+    if dissent_at is not None:
+        print(f"model dissent replaced: {dissent_at} (shipped: {shipped.dissent_at})")
+    return using_model(
+        replace(
+            shipped,
+            threshold=shipped.threshold if threshold is None else threshold,
+            dissent_at=shipped.dissent_at if dissent_at is None else dissent_at,
+        )
+    )
 
 
 def main(default_set: str = "third") -> int:
@@ -249,6 +263,13 @@ def main(default_set: str = "third") -> int:
         help="score with the learned model's answering threshold replaced by this one (a "
         "candidate named before the score)",
     )
+    parser.add_argument(
+        "--dissent-at",
+        type=float,
+        default=None,
+        help="score with the probability at which the model's other reading withholds the "
+        "rules' answer replaced by this one (a candidate named before the score; above 1: off)",
+    )
     args = parser.parse_args()
     if args.threshold is not None:
         _replace_threshold(args.threshold)
@@ -263,11 +284,7 @@ def main(default_set: str = "third") -> int:
     print(f"cases: {args.cases_dir} ({len(cases)})")
     print(f"orchestrator scored: {Path(orchestrator.__file__).resolve().parent}")
     began = time.perf_counter()
-    model = (
-        nullcontext()
-        if args.model_threshold is None
-        else _with_model_threshold(args.model_threshold)
-    )
+    model = _with_model(args.model_threshold, args.dissent_at)
     with model, tempfile.TemporaryDirectory(prefix="pm-third-") as tmp:
         rows = [
             Scored(c, answer_of(c.excerpt, Path(tmp), c.family if args.loso else None))

@@ -42,6 +42,7 @@ from orchestrator.postmortem.families import (
 from orchestrator.postmortem.model import (
     PHASES,
     Diagnosis,
+    Dissent,
     Evidence,
     Hit,
     NoFailure,
@@ -246,6 +247,22 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
         # Pasted logs that end during distributed init cannot tell a hang from a cut paste (no
         # supervisor measured the silence): the hang is the closest guess, not a failure.
         closest, category = category, "unknown"
+    # Split evidence (learned.dissent): the rules named a category from a line, but the model,
+    # reading the whole boot, is sure of another. On logs neither had seen that is where the
+    # rules were wrong most often, so neither is given: the rules' answer becomes the closest
+    # guess and the report shows both. Only for pasted logs: the evidence for it is theirs (the
+    # model learned single pastes; a run's other ranks add their cascades' words), and a run
+    # directory holds evidence no paste has (exit states, the supervisor's measured silence).
+    dissent = (
+        _dissent(ranks, category, weighed=_weighed(root, ranks, hits, sigs, refused_for))
+        if root is not None
+        and category not in ("ready", "unknown")
+        and confidence is not None
+        and run.kind == "logs"
+        else None
+    )
+    if dissent is not None:
+        closest, category = category, "unknown"
     # The second opinion (learned.py): only where the rules named nothing, never `ready`.
     # Only where nothing points at a rank: a root the blame found (a signature, a rank that
     # died silently while the others echoed) is not overruled by words.
@@ -343,6 +360,15 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
             else ""
         ),
         no_failure=no_failure,
+        dissent=(
+            Dissent(
+                category=dissent.category,
+                probability=round(dissent.probability, 3),
+                lines=dissent.lines,
+            )
+            if dissent is not None
+            else None
+        ),
     )
     words = (
         _stated_words(diagnosis, ranks)
@@ -449,13 +475,15 @@ def _deciding_exception(root: Candidate, ranks: Sequence[RankFacts]) -> tuple[Ra
 
 def _who_refused(root: Candidate, ranks: Sequence[RankFacts]) -> list[str]:
     """A refusal that names the GPU, raised by the engine's argument checks at start-up (not a
-    kernel at run time), is the validator's: the flag is what to change. Returns the category
-    the words alone gave (the verdict says both), or nothing."""
+    kernel at run time), is the validator's: the flag is what to change. Returns the other
+    reading the frames decided against (the verdict says both), or nothing."""
     if root.category != "unsupported-arch-kernel":
         return []
     raised, frames = _deciding_exception(root, ranks)
-    if raised is None or raised.name not in _REFUSALS or not _ARG_CHECKS.search(frames):
+    if raised is None or raised.name not in _REFUSALS:
         return []
+    if not _ARG_CHECKS.search(frames):
+        return ["config-validator-refusal"]  # a refusal, but by the kernel's own check
     root.category = "config-validator-refusal"
     return ["unsupported-arch-kernel"]
 
@@ -536,6 +564,28 @@ def _second_opinion(ranks: Sequence[RankFacts]) -> Opinion | None:
     from orchestrator.postmortem.learned import opinion  # its weights only when asked
 
     return opinion(ranks)
+
+
+def _dissent(ranks: Sequence[RankFacts], named: str, weighed: set[str]) -> Opinion | None:
+    from orchestrator.postmortem.learned import dissent  # its weights only when asked
+
+    other = dissent(ranks, named)
+    # a reading the rules already weighed and ranked below theirs is not a split: a
+    # consequence's signature (the watchdog after an OOM), the other side of a refusal
+    # decided by who raised it (the frames)
+    return None if other is None or other.category in weighed else other
+
+
+def _weighed(
+    root: Candidate,
+    ranks: Sequence[RankFacts],
+    hits: Mapping[int, Sequence[Hit]],
+    sigs: SignatureSet,
+    refused_for: Sequence[str],
+) -> set[str]:
+    """The categories the rules saw in this boot besides the one they named."""
+    seen = {sigs.by_id[h.signature].sig.category for r in ranks for h in hits[r.rank]}
+    return seen | set(refused_for) | set(split_reading(root, ranks))
 
 
 def _model_words(said: Opinion) -> str:
@@ -789,7 +839,18 @@ def _verdict(
     if not root.brief and facts is not None and facts.phase != "pending" and root.strength != 2:
         phase = f", while {facts.phase}"
     parts = [f"Rank {root.rank}{node} failed first: {root.title}{when}{phase}."]
-    if d.closest is not None:
+    if d.closest is not None and d.dissent is not None:
+        split = d.dissent
+        lines = ", ".join(e.where for e in split.lines)
+        parts.insert(
+            0,
+            f"Cause not named: the evidence is split. The rules read {d.closest} "
+            f"({d.named_by}); the model reads {split.category} "
+            f"(probability {split.probability:.2f}{', from ' + lines if lines else ''}). On "
+            "logs neither had seen, such splits were where the rules were most often wrong: "
+            f"check both, {d.closest} first.",
+        )
+    elif d.closest is not None:
         parts.insert(
             0,
             f"Cause not named: the closest category is {d.closest}, but its deciding path "

@@ -205,6 +205,15 @@ class NoFailure(StrictModel):
         return self.furthest_phase
 
 
+class Dissent(StrictModel):
+    """The learned model's other reading of a boot the rules named (learned.dissent): where it
+    put another category first with high probability, the rules' answer was withheld."""
+
+    category: Category
+    probability: float
+    lines: tuple[Evidence, ...] = ()  # the lines whose words pulled most towards it
+
+
 class Diagnosis(StrictModel):
     schema_: str = Field(default=SCHEMA, alias="schema", serialization_alias="schema")
     source: RunFacts
@@ -226,6 +235,7 @@ class Diagnosis(StrictModel):
     decided_by: str | None = None  # the deciding path: sig:ID, family:N, hang:CATEGORY, ...
     named_by: str = ""  # the same in words: "signature S", "exception family: ... (line L)"
     no_failure: NoFailure | None = None
+    dissent: Dissent | None = None  # set when the model's reading withheld the rules' answer
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

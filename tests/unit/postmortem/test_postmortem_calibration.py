@@ -242,11 +242,76 @@ def test_the_model_never_answers_ready(tmp_path: Path) -> None:
     assert d.outcome == "no-failure"
 
 
+def _sure_of(category: str, dissent_at: float = 0.8) -> LinearModel:
+    """A model that reads every boot as `category` with probability ~1 (its bias alone)."""
+    cats = ("out-of-memory", "disk", "watchdog-timeout", "ready", "unknown")
+    return LinearModel(
+        categories=cats,
+        bias=tuple(12.0 if c == category else 0.0 for c in cats),
+        weights={},
+        threshold=0.99,
+        dissent_at=dissent_at,
+    )
+
+
+OOM_PASTE = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.19 GiB of which 1.02 GiB is free.\n"
+)
+
+
+def test_a_model_sure_of_another_category_withholds_the_rules_answer_on_a_paste(
+    tmp_path: Path,
+) -> None:
+    path = _log(tmp_path, HEALTHY_CUT + OOM_PASTE)
+    with using_model(_sure_of("disk")):
+        split = postmortem_logs([path])
+    with using_model(_sure_of("disk", dissent_at=1.1)):
+        named = postmortem_logs([path])
+    assert named.category == "out-of-memory" and named.dissent is None
+    assert (split.category, split.closest, split.outcome) == (
+        "unknown",
+        "out-of-memory",
+        "failed-unknown",
+    )
+    assert split.dissent is not None and split.dissent.category == "disk"
+    assert split.dissent.probability > 0.99
+    assert split.verdict.startswith("Cause not named: the evidence is split. The rules read ")
+    assert "the model reads disk" in split.verdict
+    assert split.as_json()["dissent"]["category"] == "disk"
+
+
+def test_the_model_agreeing_or_reading_a_coarser_category_is_no_split(tmp_path: Path) -> None:
+    with using_model(_sure_of("out-of-memory")):
+        oom = postmortem_logs([_log(tmp_path, HEALTHY_CUT + OOM_PASTE)])
+        kv = postmortem_logs(
+            [
+                _log(
+                    tmp_path,
+                    "ValueError: No available memory for the cache blocks. Try increasing "
+                    "`gpu_memory_utilization` when initializing the engine.\n",
+                )
+            ]
+        )
+    assert (oom.category, oom.dissent) == ("out-of-memory", None)
+    # a KV cache with no room is a memory shortage named more precisely: not a contradiction
+    assert (kv.category, kv.dissent) == ("kv-cache-budget", None)
+
+
+def test_a_reading_the_rules_weighed_is_no_split(tmp_path: Path) -> None:
+    # the watchdog after the OOM is the consequence the blame set aside, not another answer
+    text = HEALTHY_CUT + OOM_PASTE + WATCHDOG
+    with using_model(_sure_of("watchdog-timeout")):
+        d = postmortem_logs([_log(tmp_path, text)])
+    assert (d.category, d.dissent) == ("out-of-memory", None), d.verdict
+
+
 def test_the_shipped_model_loads_with_a_threshold_of_at_least_one_half() -> None:
     model = _shipped_model()
     assert model.categories and model.weights
     assert 0.5 <= model.threshold <= 1.0
     assert "ready" in NEVER and "unknown" in NEVER
+    assert 0.5 <= model.dissent_at <= 1.0
 
 
 MONITORED = """Traceback (most recent call last):
@@ -288,6 +353,8 @@ ValueError: The frobnicator attention path is only supported on Hopper GPUs (SM9
         [_log(tmp_path, text.format(where="vllm/attention/backends/frob.py"))]
     )
     assert in_kernel.category == "unsupported-arch-kernel"
+    # the frames decided against the validator's reading: the verdict still says both
+    assert "also reads as config-validator-refusal" in in_kernel.verdict
 
 
 ENGINE_START = (

@@ -11,6 +11,7 @@ import pytest
 from orchestrator.postmortem import postmortem_run
 from orchestrator.postmortem.calibration import load_calibration
 from orchestrator.postmortem.diagnose import diagnose, rank_list
+from orchestrator.postmortem.learned import LinearModel, using_model
 from orchestrator.postmortem.model import Diagnosis, Evidence, ExitInfo, Hit, RankFacts, RunFacts
 from orchestrator.postmortem.signatures import load_signatures
 from orchestrator.runstore import Run
@@ -142,6 +143,22 @@ def _boot(tmp_path: Path, culprit_lines: list[dict[str, Any]], culprit_exit: dic
             ]
             write_rank(run / f"rank-{k}", lines, {"exit_code": 1, "at": 705})
     return Run(run.name, run)
+
+
+def test_the_models_dissent_does_not_withhold_a_run_directorys_answer(tmp_path: Path) -> None:
+    # the dissent's evidence is from pasted logs; a run's other ranks add their cascades' words
+    # and its exit states are evidence no paste has
+    cats = ("out-of-memory", "disk", "ready", "unknown")
+    sure = LinearModel(categories=cats, bias=(0.0, 12.0, 0.0, 0.0), weights={}, threshold=0.99)
+    fixture = next(
+        f for f in SIGS.by_id["cuda-out-of-memory"].sig.fixtures if not by_id(f).paraphrase
+    )
+    run = _boot(
+        tmp_path, [{"at": 50, "id": fixture, "stream": "stderr"}], {"exit_code": 1, "at": 51}
+    )
+    with using_model(sure):
+        d = postmortem_run(run, SIGS)
+    assert (d.category, d.dissent) == ("out-of-memory", None), d.verdict
 
 
 @pytest.mark.parametrize("sig_id", [c.id for c in CAUSES])
