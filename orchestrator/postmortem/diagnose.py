@@ -10,7 +10,7 @@ reached serving is `ready`; one that simply stopped is `unknown`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.models.recipe import flag_value
@@ -254,7 +254,7 @@ def diagnose(run: RunFacts, ranks: Sequence[RankFacts], sigs: SignatureSet) -> D
     # model learned single pastes; a run's other ranks add their cascades' words), and a run
     # directory holds evidence no paste has (exit states, the supervisor's measured silence).
     dissent = (
-        _dissent(ranks, category, weighed=_weighed(root, ranks, hits, sigs, refused_for))
+        _dissent(ranks, category, lambda: _weighed(root, ranks, hits, sigs, refused_for))
         if root is not None
         and category not in ("ready", "unknown")
         and confidence is not None
@@ -566,14 +566,16 @@ def _second_opinion(ranks: Sequence[RankFacts]) -> Opinion | None:
     return opinion(ranks)
 
 
-def _dissent(ranks: Sequence[RankFacts], named: str, weighed: set[str]) -> Opinion | None:
+def _dissent(
+    ranks: Sequence[RankFacts], named: str, weighed: Callable[[], set[str]]
+) -> Opinion | None:
     from orchestrator.postmortem.learned import dissent  # its weights only when asked
 
     other = dissent(ranks, named)
     # a reading the rules already weighed and ranked below theirs is not a split: a
     # consequence's signature (the watchdog after an OOM), the other side of a refusal
-    # decided by who raised it (the frames)
-    return None if other is None or other.category in weighed else other
+    # decided by who raised it (the frames); looked up only when the model disagrees
+    return None if other is None or other.category in weighed() else other
 
 
 def _weighed(
@@ -588,8 +590,12 @@ def _weighed(
     return seen | set(refused_for) | set(split_reading(root, ranks))
 
 
+def _where(lines: Sequence[Evidence]) -> str:
+    return ", ".join(e.where for e in lines)
+
+
 def _model_words(said: Opinion) -> str:
-    lines = ", ".join(e.where for e in said.lines)
+    lines = _where(said.lines)
     return f"the model (learned.py), from lines {lines}" if lines else "the model (learned.py)"
 
 
@@ -841,7 +847,7 @@ def _verdict(
     parts = [f"Rank {root.rank}{node} failed first: {root.title}{when}{phase}."]
     if d.closest is not None and d.dissent is not None:
         split = d.dissent
-        lines = ", ".join(e.where for e in split.lines)
+        lines = _where(split.lines)
         parts.insert(
             0,
             f"Cause not named: the evidence is split. The rules read {d.closest} "
