@@ -27,7 +27,7 @@ FG = re.compile(r"\x1b\[(?:\d+;)*3[0-8](?:;\d+)*m")  # a foreground colour; 39 i
 
 @pytest.fixture(scope="module")
 def boot(private_dir: Path) -> Iterator[Boot]:
-    boot = start_detached(cli_env(private_dir / "state"))
+    boot = start_detached(cli_env(private_dir / "state"), private_dir)
     try:
         wait_all_loading(boot)
         yield boot
