@@ -97,6 +97,7 @@ MINED_SETS = (
     "fiftieth",
     "fiftyfirst",
     "fiftysecond",
+    "fiftythird",
 )
 _CUTOFF_IN_README = re.compile(r"Cutoff \*\*(\d{4}-\d\d-\d\d)\*\*")
 

@@ -29,6 +29,9 @@ MARKERS = (
     marker(M.dist_begin, None, "TCPStore(", r"TCPStore\("),
     # vLLM's Ray executor joined the cluster: the workers' placement begins
     marker(M.dist_begin, None, "Connected to Ray cluster"),
+    # ... or, with no cluster to join, started one of its own (`ray.init()`: "Started a local
+    # Ray instance."): the executor's set-up, before any weight is read
+    marker(M.dist_begin, None, "Started a local Ray instance"),
     # NCCL's communicator is up (NCCL_DEBUG=INFO): `comm 0x... rank 0 nranks 8 ... Init COMPLETE`
     marker(M.dist_init, None, "Init COMPLETE", r"NCCL INFO .*Init COMPLETE"),
     marker(M.dist_init, None, "Connected all rings", r"NCCL INFO Connected all rings"),

@@ -443,6 +443,16 @@ def _first_marker(chunk: bytes, marker: Marker, at: list[int]) -> tuple[int, int
 # NCCL's set-up does not: a serving rollout engine opens a communicator when its trainer asks
 # (TRL's and ms-swift's /init_communicator; the tenth and thirty-sixth sets), after its 200s.
 ENGINE_STARTS = frozenset({"server_args", "load_begin", "shards"})
+# Ray's set-up by an engine's executor counts too (not NCCL's, above): a wrapper's uvicorn up,
+# then "Started a local Ray instance" and the workers' CUDA graphs said `ready` for a vLLM that
+# had not loaded (the fifty-third set's u-0005, a KnowLM server; it died of an OOM after).
+RAY_STARTS = frozenset({"Connected to Ray cluster", "Started a local Ray instance"})
+
+
+def _starts_an_engine(marker: Marker) -> bool:
+    return marker.milestone.value in ENGINE_STARTS or marker.keyword in RAY_STARTS
+
+
 SERVING = frozenset(m.milestone.value for m in MARKERS if m.phase and m.phase.value == "serving")
 
 
@@ -453,7 +463,7 @@ def _serving_after_start(
     and looked for again after it (and in later blocks). A wrapper's own HTTP front end
     (uvicorn's "Application startup complete" on the wrapper's port) is up before the engine
     under it starts; its lines said `ready` for an engine still initializing (issue 29)."""
-    start = min((ls for ls, _, m in found if m.milestone.value in ENGINE_STARTS), default=None)
+    start = min((ls for ls, _, m in found if _starts_an_engine(m)), default=None)
     if start is None:
         return found, wanted
     redo = {name for name in SERVING if result.markers.pop(name, None) is not None}

@@ -42,19 +42,32 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "state"
 
 
-def options(sim_weights: Path, state: Path, fault: str | None = None) -> BootOptions:
+def options(
+    sim_weights: Path, state: Path, fault: str | None = None, *, smoke: bool = True
+) -> BootOptions:
     return BootOptions(
         sim_scale="test",
         sim_weights_root=sim_weights,
         sim_env={"CLUSTER_SIM_FAULT": fault} if fault else {},
+        smoke=smoke,
     )
 
 
-async def run_boot(sim_weights: Path, state: Path, fault: str | None = None, recipe: str = RECIPE):
+async def run_boot(
+    sim_weights: Path,
+    state: Path,
+    fault: str | None = None,
+    recipe: str = RECIPE,
+    *,
+    smoke: bool = True,
+):
     inventory = load_inventory(builtin_simulated_inventory())
     store = RunStore()  # under $XDG_STATE_HOME, where `cluster status` looks too
     result = await asyncio.wait_for(
-        boot(recipe, inventory, options=options(sim_weights, state, fault), store=store), 240
+        boot(
+            recipe, inventory, options=options(sim_weights, state, fault, smoke=smoke), store=store
+        ),
+        240,
     )
     return result, store
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.postmortem.calibration import load_calibration
+from orchestrator.postmortem.model import Diagnosis
 from tests.engine_lines import by_id
 from tests.unit.postmortem.paste import diagnose_paste
 
@@ -555,11 +557,47 @@ from tests.unit.postmortem.paste import diagnose_paste
         ("kserve-storage-initializer-model-path-missing", "weights-files"),
         ("modelscope-config-json-download-incomplete", "tokenizer-config"),
         ("transformers-config-mapping-keyerror-notebook", "tokenizer-config"),
+        # the fifty-third set (mined after its freeze)
+        ("gaudi-pt-devmem-allocation-failed", "out-of-memory"),
+        ("ipex-xpu-allocation-out-of-device-memory", "out-of-memory"),
+        ("neuron-tdrv-failed-to-allocate-alignment-none", "out-of-memory"),
+        ("hf-hub-http-backoff-network-unreachable", "tokenizer-config"),
+        ("transformers-specific-connection-error-429", "tokenizer-config"),
+        ("hf-hub-rust-401-unauthorized-gated", "tokenizer-config"),
+        ("prte-lost-communication-with-remote-daemon", "rendezvous-network"),
+        ("mpirun-ssh-connect-to-host-port-22-refused", "rendezvous-network"),
+        ("nccl-ibv-reg-mr-failed-ray", "rendezvous-network"),
+        ("nccl-nvls-cuda-failure-999-unknown", "gpu-fault"),
+        ("vulkan-hpp-device-lost-error-llama-bench", "gpu-fault"),
+        ("hip-error-invalid-kernel-file-strix-halo", "unsupported-arch-kernel"),
+        ("neuron-unsupported-hardware-operator-code-in-neff", "unsupported-arch-kernel"),
+        ("vllm-cutlass-gemm-caller-error-internal-gb10", "unsupported-arch-kernel"),
+        ("llama-cpp-create-tensor-wrong-shape", "weights-files"),
+        ("kserve-fail-to-load-model-missing-model-file", "weights-files"),
+        ("docker-load-untar-exit-status-lchown", "image-unpack-race"),
+        ("tei-candle-classifier-model-type-not-supported", "config-validator-refusal"),
+        ("neuron-tdrv-inference-timeout-600000ms", "watchdog-timeout"),
     ],
 )
 def test_a_mined_wording_names_its_category(tmp_path: Path, line_id: str, category: str) -> None:
     d = diagnose_paste(tmp_path, by_id(line_id).text)
-    assert (d.category, d.outcome) == (category, "failed"), d.verdict
+    assert reads_as(d, category), d.verdict
+
+
+def reads_as(d: Diagnosis, category: str) -> bool:
+    """The rules read `category`: named, or withheld for the one reason the calibration gives
+    (its deciding path's measured precision under the shipped threshold), with `category` as
+    the closest. Since the fifty-third set was mined the threshold is 0.66, not 0.0, and a
+    one-line paste on a path right 50-65 % of the time on logs it was not written from is
+    withheld: the wording still reads as its category, which is what these tests hold."""
+    if (d.category, d.outcome) == (category, "failed"):
+        return True
+    threshold = load_calibration().threshold
+    return (
+        (d.category, d.outcome, d.closest) == ("unknown", "failed-unknown", category)
+        and d.confidence is not None
+        and d.confidence < threshold
+    )
 
 
 def test_the_untar_error_is_the_image_though_it_carries_an_exit_status(tmp_path: Path) -> None:
@@ -1003,7 +1041,7 @@ def test_a_model_type_named_moe_is_not_the_moe_runner(tmp_path: Path) -> None:
     # The twenty-ninth set (gpustack#5317): "unsupported model type: qwen3_vl_moe" was read as
     # the MoE runner from the model type's name.
     d = diagnose_paste(tmp_path, by_id("mindie-unsupported-model-type-qwen3-vl-moe").text)
-    assert d.category == "tokenizer-config", d.verdict
+    assert reads_as(d, "tokenizer-config"), d.verdict
 
 
 @pytest.mark.parametrize(
@@ -1215,7 +1253,7 @@ def test_nccls_last_error_names_the_cause_its_system_error_only_states(tmp_path:
         by_id("torch-nccl-unhandled-system-error").text,
         by_id("nccl-error-while-creating-shared-memory-segment").text,
     )
-    assert (d.category, d.outcome) == ("disk", "failed"), d.verdict
+    assert reads_as(d, "disk"), d.verdict
     alone = diagnose_paste(tmp_path, by_id("torch-nccl-unhandled-system-error").text)
     assert alone.category == "rendezvous-network", alone.verdict
 
@@ -1318,3 +1356,26 @@ def test_sglangs_oom_hint_names_memory_only_for_exit_code_minus_9(tmp_path: Path
     assert d.category != "out-of-memory", d.verdict
     killed = diagnose_paste(tmp_path, line.replace("(exit code: -3)", "(exit code: -9)"))
     assert killed.category == "out-of-memory", killed.verdict
+
+
+@pytest.mark.parametrize("ray", ["Started a local Ray instance.", "Connected to Ray cluster."])
+def test_a_wrappers_uvicorn_before_the_engines_ray_set_up_is_not_ready(
+    tmp_path: Path, ray: str
+) -> None:
+    # the fifty-third set's u-0005 (KnowLM's server, mined after the freeze): the wrapper's HTTP
+    # front end came up, then vLLM's Ray executor started and its workers captured CUDA graphs;
+    # the paste ends there (an OOM came later). Nothing failed yet, and nothing was ready.
+    lines = (
+        "Init model",
+        "INFO:     Started server process [1560933]",
+        "INFO:     Waiting for application startup.",
+        "INFO:     Application startup complete.",
+        "INFO:     Uvicorn running on http://0.0.0.0:8090 (Press CTRL+C to quit)",
+        f"2024-01-09 16:05:01,012 INFO worker.py:1724 -- {ray}",
+        "(Worker pid=1566571) [W CUDAGraph.cpp:145] Warning: Waiting for pending NCCL work to finish before starting graph capture. (function operator())",
+    )
+    d = diagnose_paste(tmp_path, *lines)
+    assert (d.category, d.outcome) == ("unknown", "no-failure"), d.verdict
+    # ... while the same front end after the engine's set-up is its ready line
+    d = diagnose_paste(tmp_path, lines[0], lines[5], *lines[1:5])
+    assert (d.category, d.outcome) == ("ready", "ready"), d.verdict
