@@ -36,8 +36,8 @@ from tests.netns.test_boot_netns import (
     RANKS,
     BootProc,
     cluster,
-    recipe_copy,
 )
+from tests.recipe_copies import recipe_copy
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from orchestrator.testbed import DAEMON_ENV, REAL_DOCKER, TEST_IMAGE, Testbed
+from tests.recipe_copies import recipe_copy
 
 pytestmark = [pytest.mark.netns, pytest.mark.timeout(420)]
 
@@ -234,21 +235,6 @@ def start_boot(
     # The first boot of a session also writes the twin's weights (~1.3 GB) before its run.
     run = wait_for("the boot's run directory", new_run, timeout=180)
     return BootProc(proc=proc, run=run, out=out, err=err, started=started)
-
-
-def recipe_copy(folder: Path, name: str, **timeouts: int) -> Path:
-    """A copy of the built-in recipe NAME with these `timeouts:` (real seconds; a twin scales
-    the engine's ones), nothing else changed, for `start_boot(recipe=...)`."""
-    text = (ROOT / "recipes" / f"{name}.yaml").read_text()
-    assert text.count("\ntimeouts:\n") == 1, "the recipe's timeouts block moved"
-    for key, seconds in timeouts.items():
-        text, n = re.subn(rf"(?m)^  {key}: \d+", f"  {key}: {seconds}", text)
-        if n == 0:
-            text = text.replace("\ntimeouts:\n", f"\ntimeouts:\n  {key}: {seconds}\n")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"  # `cluster boot PATH`: the name must be the file's stem
-    path.write_text(text)
-    return path
 
 
 def rows(status: dict[str, Any] | None) -> dict[int, dict[str, Any]]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.paths import builtin_recipes_dir
+from tests.recipe_copies import recipe_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "terminal"
@@ -237,26 +237,14 @@ def wait_all_loading(boot: Boot, timeout: float = 240) -> dict:
 # (The barrier too: over a five-minute load, ranks' rates a tenth apart are predicted to miss a
 # 30 s barrier window, and four warnings' notes pushed the 100x30 footer off the screen, 93c9036.)
 DETACHED_FAULT = "rank=*:slow-read=1MB/s"
-PATIENT = (
-    ("  ready: 3600\n", "  ready: 72000\n"),
-    ("  barrier: 7200\n", "  barrier: 72000\n"),
-    (
-        '  SGLANG_UNBALANCED_LOAD_TIMEOUT_S: "7200"\n',
-        '  SGLANG_UNBALANCED_LOAD_TIMEOUT_S: "72000"\n',
-    ),
-)
 
 
 def patient_recipe(folder: Path) -> Path:
     """The built-in recipe, its name kept (the snapshots show it), with a far ready deadline
     and barrier window (the barrier's env value with it: the loader refuses a mismatch)."""
-    text = (builtin_recipes_dir() / f"{RECIPE}.yaml").read_text()
-    for shipped, patient in PATIENT:
-        assert text.count(shipped) == 1, f"the recipe's {shipped.strip()} moved: update this copy"
-        text = text.replace(shipped, patient)
-    path = folder / f"{RECIPE}.yaml"
-    path.write_text(text)
-    return path
+    far = 72000
+    wait = {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": str(far)}
+    return recipe_copy(folder, RECIPE, env=wait, ready=far, barrier=far)
 
 
 def start_detached(env: dict[str, str], folder: Path) -> Boot:
